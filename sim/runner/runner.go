@@ -308,11 +308,11 @@ func (r *Runner) complete(err error) {
 
 type nopObserver struct{}
 
-func (nopObserver) Requested(time.Time)                  {}
+func (nopObserver) Requested(time.Time)                   {}
 func (nopObserver) Deferred(time.Time, Reason, time.Time) {}
-func (nopObserver) Started(time.Time, Reason)            {}
-func (nopObserver) Finished(time.Time, error)            {}
-func (nopObserver) Dropped(time.Time, Reason)            {}
+func (nopObserver) Started(time.Time, Reason)             {}
+func (nopObserver) Finished(time.Time, error)             {}
+func (nopObserver) Dropped(time.Time, Reason)             {}
 
 // Started reports whether Loop or StartVirtual has started the runner.
 func (r *Runner) Started() bool {

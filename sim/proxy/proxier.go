@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// Backend programs one kind of dataplane (IPVS, iptables, ...) from the
+// applied state. Sync is called with the proxier's lock held and must not
+// call back into the proxier.
+type Backend interface {
+	Sync(s *SyncState) error
+}
+
+// SyncState is what a backend sees at each sync.
+type SyncState struct {
+	Services  ServiceMap
+	Endpoints EndpointsMap
+	// What changed since the previous sync.
+	ServiceChanges   ServiceMapResult
+	EndpointsChanges EndpointsMapResult
+	NodeName, Zone   string
+}
+
+// Syncer is what a proxier asks to schedule syncs: a runner.
+type Syncer interface{ Run() }
+
+// Proxier is the backend-neutral half of a service proxy: informer event
+// handlers, change trackers, initialization gating and the sync entry point.
+//
+// Until both the service and the EndpointSlice informers have synced, events
+// are tracked but no sync is requested; the second of OnServicesSynced and
+// OnEndpointSlicesSynced syncs directly, once. After that every event that
+// leaves a change pending asks the Syncer for a run.
+type Proxier struct {
+	mu        sync.Mutex
+	services  *ServiceChangeTracker
+	endpoints *EndpointSliceTracker
+	svcMap    ServiceMap
+	epMap     EndpointsMap
+	backend   Backend
+	syncer    Syncer
+	nodeName  string
+	zone      string
+
+	servicesSynced, endpointsSynced bool
+	initialized                     bool
+	syncs                           int
+}
+
+// NewProxier builds a proxier for one IP family on one node.
+func NewProxier(family Family, nodeName, zone string, backend Backend) *Proxier {
+	return &Proxier{
+		services:  NewServiceChangeTracker(family),
+		endpoints: NewEndpointSliceTracker(family, nodeName),
+		svcMap:    ServiceMap{},
+		epMap:     EndpointsMap{},
+		backend:   backend,
+		nodeName:  nodeName,
+		zone:      zone,
+	}
+}
+
+// SetSyncer connects the runner; it must be set before events arrive.
+func (p *Proxier) SetSyncer(s Syncer) { p.syncer = s }
+
+// Initialized reports whether both informers have synced.
+func (p *Proxier) Initialized() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.initialized
+}
+
+func (p *Proxier) request(pending bool) {
+	p.mu.Lock()
+	ok := pending && p.initialized
+	p.mu.Unlock()
+	if ok && p.syncer != nil {
+		p.syncer.Run()
+	}
+}
+
+func (p *Proxier) OnServiceAdd(s *v1.Service) { p.request(p.services.Update(nil, s)) }
+func (p *Proxier) OnServiceUpdate(old, s *v1.Service) {
+	p.request(p.services.Update(old, s))
+}
+func (p *Proxier) OnServiceDelete(s *v1.Service) { p.request(p.services.Update(s, nil)) }
+
+// OnEndpointSliceAdd and friends report a malformed slice as an error; the
+// slice is ignored, as kube-proxy ignores it.
+func (p *Proxier) OnEndpointSliceAdd(s *discovery.EndpointSlice) error {
+	return p.onSlice(s, false)
+}
+func (p *Proxier) OnEndpointSliceUpdate(_, s *discovery.EndpointSlice) error {
+	return p.onSlice(s, false)
+}
+func (p *Proxier) OnEndpointSliceDelete(s *discovery.EndpointSlice) error {
+	return p.onSlice(s, true)
+}
+
+func (p *Proxier) onSlice(s *discovery.EndpointSlice, remove bool) error {
+	changed, err := p.endpoints.Update(s, remove)
+	p.request(changed)
+	return err
+}
+
+// OnServicesSynced and OnEndpointSlicesSynced mark an informer's initial list
+// done; the second one to arrive syncs directly and reports its result.
+func (p *Proxier) OnServicesSynced() error { return p.markSynced(&p.servicesSynced) }
+func (p *Proxier) OnEndpointSlicesSynced() error {
+	return p.markSynced(&p.endpointsSynced)
+}
+
+func (p *Proxier) markSynced(flag *bool) error {
+	p.mu.Lock()
+	*flag = true
+	p.initialized = p.servicesSynced && p.endpointsSynced
+	ready := p.initialized
+	p.mu.Unlock()
+	if !ready {
+		return nil
+	}
+	return p.SyncProxyRules()
+}
+
+// SyncProxyRules applies pending changes and programs the backend. Before
+// both informers have synced it does nothing.
+func (p *Proxier) SyncProxyRules() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.initialized {
+		return nil
+	}
+	p.syncs++
+	st := &SyncState{
+		Services:         p.svcMap,
+		Endpoints:        p.epMap,
+		ServiceChanges:   p.svcMap.Update(p.services),
+		EndpointsChanges: p.epMap.Update(p.endpoints),
+		NodeName:         p.nodeName,
+		Zone:             p.zone,
+	}
+	return p.backend.Sync(st)
+}
+
+// Size reports the applied number of service ports and endpoints, for sync
+// cost models.
+func (p *Proxier) Size() (servicePorts, endpoints int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, eps := range p.epMap {
+		endpoints += len(eps)
+	}
+	return len(p.svcMap), endpoints
+}
+
+// Syncs counts the syncs that ran (direct or through the runner).
+func (p *Proxier) Syncs() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.syncs
+}

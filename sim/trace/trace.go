@@ -1,0 +1,159 @@
+// Package trace records what a simulated proxy did, in virtual time, as JSON
+// Lines: one event per line, fields in a fixed order, so that the same
+// scenario gives a byte-identical trace on every run.
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Kinds of events.
+const (
+	Object    = "object"      // an informer event reached the proxy
+	Resync    = "resync"      // an informer resync delivered a no-op update
+	Synced    = "synced"      // an informer finished its initial list
+	Request   = "run.request" // Run() was called
+	Defer     = "run.defer"   // a run was held back
+	Drop      = "run.drop"    // a Run() was discarded
+	Start     = "run.start"
+	End       = "run.end"
+	Dataplane = "dataplane" // one dataplane operation
+	Step      = "step"      // a scenario step
+	Note      = "note"
+)
+
+// Event is one line of a trace. At is the virtual time since the start of
+// the world.
+type Event struct {
+	At     Duration  `json:"at"`
+	Kind   string    `json:"ev"`
+	Op     string    `json:"op,omitempty"`
+	Object string    `json:"obj,omitempty"`
+	Why    string    `json:"why,omitempty"`
+	Until  *Duration `json:"until,omitempty"`
+	Run    int       `json:"run,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+	Err    string    `json:"err,omitempty"`
+}
+
+// Duration marshals as Go's duration text ("1.5s"), readable and exact.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Recorder collects events. It is safe for concurrent use, though a
+// simulation records from one goroutine.
+type Recorder struct {
+	mu     sync.Mutex
+	start  time.Time
+	now    func() time.Time
+	events []Event
+	sink   func(Event)
+}
+
+// NewRecorder records against a clock reading now, counting from start.
+func NewRecorder(start time.Time, now func() time.Time) *Recorder {
+	return &Recorder{start: start, now: now}
+}
+
+// OnEvent calls f for every event as it is recorded (for live output).
+func (r *Recorder) OnEvent(f func(Event)) {
+	r.mu.Lock()
+	r.sink = f
+	r.mu.Unlock()
+}
+
+// Add stamps e with the current virtual time and records it.
+func (r *Recorder) Add(e Event) {
+	r.mu.Lock()
+	e.At = Duration(r.now().Sub(r.start))
+	r.events = append(r.events, e)
+	sink := r.sink
+	r.mu.Unlock()
+	if sink != nil {
+		sink(e)
+	}
+}
+
+// At converts a virtual instant into trace time.
+func (r *Recorder) At(t time.Time) *Duration {
+	d := Duration(t.Sub(r.start))
+	return &d
+}
+
+// Events returns a copy of what was recorded.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Len is the number of events so far.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+// WriteJSONL writes every event as one JSON object per line.
+func (r *Recorder) WriteJSONL(w io.Writer) error {
+	for _, e := range r.Events() {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		b = append(b, '\n')
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// JSONL returns the trace as JSON Lines.
+func (r *Recorder) JSONL() []byte {
+	var b bytes.Buffer
+	_ = r.WriteJSONL(&b)
+	return b.Bytes()
+}
+
+// Line renders one event for people: "  1.5s run.start why=request".
+func Line(e Event) string {
+	s := fmt.Sprintf("%9s %-11s", e.At, e.Kind)
+	add := func(k, v string) {
+		if v != "" {
+			s += " " + k + "=" + v
+		}
+	}
+	add("op", e.Op)
+	add("obj", e.Object)
+	add("why", e.Why)
+	if e.Until != nil {
+		add("until", e.Until.String())
+	}
+	if e.Run != 0 {
+		add("run", fmt.Sprint(e.Run))
+	}
+	add("detail", e.Detail)
+	add("err", e.Err)
+	return s
+}
