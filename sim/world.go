@@ -32,6 +32,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -68,6 +69,9 @@ type Config struct {
 	// Backend programs the dataplane; nil means a backend that records what
 	// each sync saw and programs nothing.
 	Backend proxy.Backend
+	// NewBackend, if set, builds the backend once the world's clock and trace
+	// exist (see IPVSBackend); it wins over Backend.
+	NewBackend func(w *World) (proxy.Backend, error)
 	// Start is the virtual instant the world starts at (default vclock.Epoch).
 	Start time.Time
 }
@@ -90,6 +94,7 @@ type World struct {
 	rv       int64
 	runs     int
 	syncErr  error
+	ipvs     *ipvs.Proxier
 
 	watchMu  sync.Mutex
 	watching map[string]bool
@@ -138,6 +143,13 @@ func NewWorld(cfg Config) (*World, error) {
 	}
 	w.Trace = trace.NewRecorder(cfg.Start, w.Clock.Now)
 	backend := cfg.Backend
+	if cfg.NewBackend != nil {
+		b, err := cfg.NewBackend(w)
+		if err != nil {
+			return nil, err
+		}
+		backend = b
+	}
 	if backend == nil {
 		backend = &RecordingBackend{}
 	}

@@ -1,0 +1,118 @@
+package ipvs_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/proxysim/proxysim/fakes"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/runner"
+)
+
+func world(t *testing.T, kernel string, cfg ipvs.Config) (*sim.World, *fakes.IPVS, *fakes.Sysctls, *fakes.Dummy) {
+	dp, h, s, d := fakes.Dataplane(kernel)
+	w := sim.New(t, sim.Config{
+		Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
+		NewBackend: sim.IPVSBackend(cfg, dp),
+	})
+	return w, h, s, d
+}
+
+func TestStartupSysctlsByKernel(t *testing.T) {
+	for _, tc := range []struct {
+		kernel    string
+		strictARP bool
+		reuse     int
+		arp       [2]int
+	}{
+		{"4.19.0", false, 0, [2]int{0, 0}},
+		{"5.4.0", true, 0, [2]int{1, 2}},
+		{"6.1.0-28-cloud-amd64", false, 1, [2]int{0, 0}},
+	} {
+		_, _, s, _ := world(t, tc.kernel, ipvs.Config{StrictARP: tc.strictARP})
+		get := func(n string) int { v, _ := s.Get(n); return v }
+		if get(ipvs.SysctlConnReuseMode) != tc.reuse {
+			t.Errorf("%s: conn_reuse_mode = %d, want %d", tc.kernel, get(ipvs.SysctlConnReuseMode), tc.reuse)
+		}
+		if a := [2]int{get(ipvs.SysctlArpIgnore), get(ipvs.SysctlArpAnnounce)}; a != tc.arp {
+			t.Errorf("%s strictARP=%v: arp_ignore/announce = %v, want %v", tc.kernel, tc.strictARP, a, tc.arp)
+		}
+		for _, n := range []string{ipvs.SysctlConntrack, ipvs.SysctlExpireNodestConn, ipvs.SysctlExpireQuiescentTemplate, ipvs.SysctlIPForward} {
+			if get(n) != 1 {
+				t.Errorf("%s: %s = %d, want 1", tc.kernel, n, get(n))
+			}
+		}
+	}
+}
+
+func TestProgramsClusterIPNodePortAndDrainsGracefully(t *testing.T) {
+	w, h, _, d := world(t, "6.1.0", ipvs.Config{NodeIPs: []string{"192.168.0.10"}})
+	svc := fakes.Service("default", "web", "10.96.0.10", 80)
+	svc.Spec.Type = v1.ServiceTypeNodePort
+	svc.Spec.Ports[0].NodePort = 30080
+	_ = w.Create(svc)
+	_ = w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2", "10.244.2.3"))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	table, _ := ipvs.Table(h)
+	want := `Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  10.96.0.10:80 rr
+  -> 10.244.1.2:8080              Masq    1      0          0
+  -> 10.244.2.3:8080              Masq    1      0          0
+TCP  192.168.0.10:30080 rr
+  -> 10.244.1.2:8080              Masq    1      0          0
+  -> 10.244.2.3:8080              Masq    1      0          0
+`
+	if table != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", table, want)
+	}
+	if a, _ := d.Addresses(ipvs.DummyDevice); strings.Join(a, ",") != "10.96.0.10" {
+		t.Fatalf("kube-ipvs0 addresses %v", a)
+	}
+	// One backend has a live connection and then leaves: weight 0 until it drains.
+	if err := h.SetConnections("TCP 10.96.0.10:80", "10.244.2.3:8080", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.At(10*time.Second, func() {
+		_ = w.Update(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2"))
+	})
+	w.RunUntil(11 * time.Second)
+	table, _ = ipvs.Table(h)
+	if !strings.Contains(table, "10.244.2.3:8080              Masq    0      1") {
+		t.Fatalf("draining server should be weight 0:\n%s", table)
+	}
+	if strings.Count(table, "10.244.2.3") != 1 {
+		t.Fatalf("the idle NodePort copy should be gone at once:\n%s", table)
+	}
+	_ = h.SetConnections("TCP 10.96.0.10:80", "10.244.2.3:8080", 0, 0)
+	w.RunUntil(2 * time.Minute)
+	table, _ = ipvs.Table(h)
+	if strings.Contains(table, "10.244.2.3") {
+		t.Fatalf("drained server not deleted by the 1-minute check:\n%s", table)
+	}
+}
+
+func TestFailedOperationFailsTheSync(t *testing.T) {
+	w, h, _, _ := world(t, "6.1.0", ipvs.Config{})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.FailNext(1)
+	w.At(time.Second, func() { _ = w.Create(fakes.Service("default", "a", "10.96.0.1", 80)) })
+	w.RunUntil(5 * time.Second)
+	var failed bool
+	for _, e := range w.Trace.Events() {
+		if e.Kind == "run.end" && strings.Contains(e.Err, "injected") {
+			failed = true
+		}
+	}
+	if !failed {
+		t.Fatalf("sync with a failed operation did not fail:\n%s", w.Trace.JSONL())
+	}
+}

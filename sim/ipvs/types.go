@@ -1,0 +1,92 @@
+// Package ipvs is proxysim's IPVS proxier: it turns the applied service and
+// endpoint state into IPVS virtual and real servers, addresses on the
+// kube-ipvs0 dummy device and sysctls, through the interfaces defined here.
+//
+// fakes/ implements the interfaces in memory, netns/ against a real kernel in
+// a network namespace. This package must not touch the host.
+package ipvs
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// VirtualServer is an IPVS service. Address is in its canonical text form.
+type VirtualServer struct {
+	Address    string
+	Protocol   string // TCP, UDP or SCTP
+	Port       uint16
+	Scheduler  string
+	Persistent bool   // ClientIP affinity
+	Timeout    uint32 // persistence timeout in seconds
+}
+
+// Key identifies a virtual server: protocol, address and port.
+func (v VirtualServer) Key() string {
+	return v.Protocol + " " + net.JoinHostPort(v.Address, strconv.Itoa(int(v.Port)))
+}
+
+func (v VirtualServer) String() string {
+	s := v.Key() + " " + v.Scheduler
+	if v.Persistent {
+		s += fmt.Sprintf(" persistent %d", v.Timeout)
+	}
+	return s
+}
+
+// RealServer is an IPVS destination. ActiveConn and InactiveConn are read
+// from the kernel and ignored on writes.
+type RealServer struct {
+	Address      string
+	Port         uint16
+	Weight       int
+	ActiveConn   int
+	InactiveConn int
+}
+
+// Key identifies a real server within its virtual server.
+func (r RealServer) Key() string { return net.JoinHostPort(r.Address, strconv.Itoa(int(r.Port))) }
+
+// Timeouts are IPVS's connection timeouts (ipvsadm --set); zero means unset.
+type Timeouts struct {
+	TCP, TCPFin, UDP time.Duration
+}
+
+// Handle programs IPVS in one network namespace.
+type Handle interface {
+	VirtualServers() ([]VirtualServer, error)
+	AddVirtualServer(VirtualServer) error
+	UpdateVirtualServer(VirtualServer) error
+	DeleteVirtualServer(VirtualServer) error
+	RealServers(VirtualServer) ([]RealServer, error)
+	AddRealServer(VirtualServer, RealServer) error
+	UpdateRealServer(VirtualServer, RealServer) error
+	DeleteRealServer(VirtualServer, RealServer) error
+	SetTimeouts(Timeouts) error
+}
+
+// AddressBinder manages the addresses on the dummy device that make virtual
+// IPs local to the node.
+type AddressBinder interface {
+	EnsureDevice(dev string) error
+	Addresses(dev string) ([]string, error)
+	Bind(dev, addr string) error
+	Unbind(dev, addr string) error
+}
+
+// Sysctl reads and writes integer sysctls by path under /proc/sys, e.g.
+// "net/ipv4/vs/conn_reuse_mode", in one network namespace.
+type Sysctl interface {
+	Get(name string) (int, error)
+	Set(name string, value int) error
+}
+
+// Dataplane bundles what the proxier programs, plus the kernel's version.
+type Dataplane struct {
+	IPVS          Handle
+	Addresses     AddressBinder
+	Sysctl        Sysctl
+	KernelVersion string
+}
