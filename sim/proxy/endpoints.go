@@ -50,11 +50,12 @@ type EndpointSliceTracker struct {
 	nodeName string
 	mu       sync.Mutex
 	services map[types.NamespacedName]*serviceSlices
+	dirty    map[types.NamespacedName]bool // services with pending slices
 }
 
 // NewEndpointSliceTracker returns a tracker for one IP family on one node.
 func NewEndpointSliceTracker(family Family, nodeName string) *EndpointSliceTracker {
-	return &EndpointSliceTracker{family: family, nodeName: nodeName, services: map[types.NamespacedName]*serviceSlices{}}
+	return &EndpointSliceTracker{family: family, nodeName: nodeName, services: map[types.NamespacedName]*serviceSlices{}, dirty: map[types.NamespacedName]bool{}}
 }
 
 func (t *EndpointSliceTracker) addressType() discovery.AddressType {
@@ -97,6 +98,7 @@ func (t *EndpointSliceTracker) Update(slice *discovery.EndpointSlice, remove boo
 		return false, nil
 	}
 	ss.pending[slice.Name] = data
+	t.dirty[key] = true
 	return true, nil
 }
 
@@ -154,13 +156,7 @@ func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types
 func (t *EndpointSliceTracker) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for _, ss := range t.services {
-		if len(ss.pending) > 0 {
-			n++
-		}
-	}
-	return n
+	return len(t.dirty)
 }
 
 type endpointsChange struct {
@@ -173,10 +169,8 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := map[types.NamespacedName]endpointsChange{}
-	for name, ss := range t.services {
-		if len(ss.pending) == 0 {
-			continue
-		}
+	for name := range t.dirty {
+		ss := t.services[name]
 		prev := merge(ss.applied)
 		for slice, d := range ss.pending {
 			if d.remove {
@@ -191,6 +185,7 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 			delete(t.services, name)
 		}
 	}
+	t.dirty = map[types.NamespacedName]bool{}
 	return out
 }
 

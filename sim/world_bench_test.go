@@ -1,0 +1,67 @@
+package sim_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/proxysim/proxysim/fakes"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/runner"
+)
+
+// BenchmarkVirtualHour replays one virtual hour of a 1,000-service cluster
+// (10 endpoints each) with 10 EndpointSlice changes per second, through the
+// real informers, trackers and runner (minSyncPeriod 1s, cooldown runner).
+// It reports how many times faster than real time the replay ran and how
+// many events per second it processed.
+func BenchmarkVirtualHour(b *testing.B) {
+	const (
+		services   = 1000
+		perService = 10
+		rate       = 10 // changes per virtual second
+		hour       = time.Hour
+	)
+	svcs, slices := fakes.Cluster(services, perService)
+	b.ReportAllocs()
+	var events int
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		w, err := sim.NewWorld(sim.Config{
+			Runner: runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
+			Cost:   sim.CostModel{Fixed: 50 * time.Millisecond, PerEndpoint: 2 * time.Microsecond},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range svcs {
+			_ = w.Create(svcs[j])
+			_ = w.Create(slices[j])
+		}
+		if err := w.Start(); err != nil {
+			b.Fatal(err)
+		}
+		// Change k flips one endpoint of slice k%services between ready and
+		// not ready, so every change is a real change.
+		var k int
+		var tick func()
+		tick = func() {
+			s := slices[k%services].DeepCopy()
+			ready := (k/services)%2 == 1
+			s.Endpoints[k%perService].Conditions.Ready = &ready
+			k++
+			if err := w.Update(s); err != nil {
+				b.Error(err)
+			}
+			if w.Now() < hour {
+				w.Clock.AfterFunc(time.Second/rate, tick)
+			}
+		}
+		w.Clock.AfterFunc(time.Second/rate, tick)
+		w.RunUntil(hour)
+		events += w.Trace.Len()
+		w.Close()
+	}
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(b.N)*hour.Seconds()/elapsed.Seconds(), "x-realtime")
+	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+}
