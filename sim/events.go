@@ -1,11 +1,23 @@
 package sim
 
 import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"sort"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 )
 
 // informerEvent is one handler call, carried from an informer goroutine to
@@ -36,6 +48,11 @@ func (e informerEvent) key() string {
 		k = "0"
 	}
 	return k + e.name()
+}
+
+// noop reports an update that changes nothing (resync, relist).
+func (e informerEvent) noop() bool {
+	return e.op == "update" && reflect.DeepEqual(e.old, e.obj)
 }
 
 // eventQueue is an unbounded FIFO, so that an informer goroutine never
@@ -89,3 +106,181 @@ func (q *eventQueue) drain() []informerEvent {
 func (q *eventQueue) wake() { q.cond.Broadcast() }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// instance is one proxy's informers: a shared informer factory over the
+// world's fake API server, whose handlers only queue events.
+type instance struct {
+	factory  informers.SharedInformerFactory
+	svcInf   cache.SharedIndexInformer
+	sliceInf cache.SharedIndexInformer
+	events   *eventQueue
+	stop     chan struct{}
+}
+
+// watchSignal lets the world wait until both watches are established: a
+// write made before that would be missed by the informer.
+type watchSignal struct {
+	mu       sync.Mutex
+	watching map[string]bool
+}
+
+func (s *watchSignal) set(r string) {
+	s.mu.Lock()
+	s.watching[r] = true
+	s.mu.Unlock()
+}
+
+func (s *watchSignal) has(r string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watching[r]
+}
+
+func startInstance(client *fake.Clientset, worldStop <-chan struct{}) (*instance, error) {
+	inst := &instance{events: newEventQueue(), stop: make(chan struct{})}
+	sig := &watchSignal{watching: map[string]bool{}}
+	tracker := client.Tracker()
+	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		wi, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		sig.set(action.GetResource().Resource)
+		return true, wi, nil
+	})
+	inst.factory = informers.NewSharedInformerFactory(client, 0)
+	inst.svcInf = inst.factory.Core().V1().Services().Informer()
+	inst.sliceInf = inst.factory.Discovery().V1().EndpointSlices().Informer()
+	var regs []cache.ResourceEventHandlerRegistration
+	for _, inf := range []struct {
+		i    cache.SharedIndexInformer
+		kind string
+	}{{inst.svcInf, "Service"}, {inst.sliceInf, "EndpointSlice"}} {
+		kind, q := inf.kind, inst.events
+		reg, err := inf.i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { q.push(informerEvent{kind: kind, op: "add", obj: obj}) },
+			UpdateFunc: func(old, obj any) { q.push(informerEvent{kind: kind, op: "update", old: old, obj: obj}) },
+			DeleteFunc: func(obj any) { q.push(informerEvent{kind: kind, op: "delete", obj: obj}) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		regs = append(regs, reg)
+	}
+	inst.factory.Start(inst.stop)
+	// A registration has synced once its handler has seen the initial list.
+	for !regs[0].HasSynced() || !regs[1].HasSynced() || !sig.has("services") || !sig.has("endpointslices") {
+		select {
+		case <-worldStop:
+			inst.close()
+			return nil, fmt.Errorf("world closed while informers were syncing")
+		default:
+		}
+		runtime.Gosched()
+	}
+	return inst, nil
+}
+
+func (inst *instance) close() {
+	close(inst.stop)
+	inst.events.wake()
+	inst.factory.Shutdown()
+}
+
+// snapshot lists every cached object as a no-op update, in canonical order.
+func (inst *instance) snapshot(resync bool) []informerEvent {
+	var evs []informerEvent
+	for _, inf := range []struct {
+		i    cache.SharedIndexInformer
+		kind string
+	}{{inst.svcInf, "Service"}, {inst.sliceInf, "EndpointSlice"}} {
+		for _, o := range inf.i.GetStore().List() {
+			evs = append(evs, informerEvent{kind: inf.kind, op: "update", old: o, obj: o, resync: resync})
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].key() < evs[j].key() })
+	return evs
+}
+
+// heldEvents collects events while the watch is broken, keeping per object
+// the state before the break and the latest one.
+type heldEvents struct {
+	first map[string]informerEvent
+	last  map[string]informerEvent
+}
+
+func newHeldEvents() *heldEvents {
+	return &heldEvents{first: map[string]informerEvent{}, last: map[string]informerEvent{}}
+}
+
+func (h *heldEvents) add(ev informerEvent) {
+	k := ev.key()
+	if _, ok := h.first[k]; !ok {
+		h.first[k] = ev
+	}
+	h.last[k] = ev
+}
+
+// relist turns the held events and the current cache into what a relisting
+// informer delivers: deletes for objects that went away, adds for new ones,
+// updates (from the state before the break) for changed ones, and no-op
+// updates for the rest, in canonical order.
+func (h *heldEvents) relist(current []informerEvent) []informerEvent {
+	var out []informerEvent
+	seen := map[string]bool{}
+	for _, ev := range current {
+		k := ev.key()
+		seen[k] = true
+		first, changed := h.first[k]
+		switch {
+		case !changed:
+			out = append(out, ev)
+		case first.op == "add":
+			out = append(out, informerEvent{kind: ev.kind, op: "add", obj: ev.obj})
+		default:
+			out = append(out, informerEvent{kind: ev.kind, op: "update", old: before(first), obj: ev.obj})
+		}
+	}
+	keys := make([]string, 0, len(h.first))
+	for k := range h.first {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if seen[k] || h.first[k].op == "add" {
+			continue // still there, or created and deleted during the break
+		}
+		ev := h.first[k]
+		out = append(out, informerEvent{kind: ev.kind, op: "delete", obj: before(ev)})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].key() < out[j].key() })
+	return out
+}
+
+// before is the object as the proxy last saw it, ahead of ev.
+func before(ev informerEvent) any {
+	if ev.op == "update" {
+		return ev.old
+	}
+	return ev.obj
+}
+
+func asService(o any) *v1.Service {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	s, _ := o.(*v1.Service)
+	return s
+}
+
+func asSlice(o any) *discovery.EndpointSlice {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	s, _ := o.(*discovery.EndpointSlice)
+	return s
+}

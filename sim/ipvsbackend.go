@@ -7,7 +7,8 @@ import (
 )
 
 // IPVSBackend returns a Config.NewBackend that programs dp with the IPVS
-// proxier, on the world's clock, tracing every dataplane operation.
+// proxier, on the world's clock, tracing every dataplane operation. Each
+// restart builds a new proxier over the same dataplane.
 func IPVSBackend(cfg ipvs.Config, dp ipvs.Dataplane) func(*World) (proxy.Backend, error) {
 	return func(w *World) (proxy.Backend, error) {
 		p, err := ipvs.New(cfg, dp, w.Clock, func(op ipvs.Op) {
@@ -25,5 +26,5 @@ func IPVSBackend(cfg ipvs.Config, dp ipvs.Dataplane) func(*World) (proxy.Backend
 	}
 }
 
-// IPVS returns the world's IPVS proxier, if it has one.
+// IPVS returns the current proxy's IPVS proxier, if it has one.
 func (w *World) IPVS() *ipvs.Proxier { return w.ipvs }

@@ -16,21 +16,15 @@ package sim
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -70,34 +64,46 @@ type Config struct {
 	// each sync saw and programs nothing.
 	Backend proxy.Backend
 	// NewBackend, if set, builds the backend once the world's clock and trace
-	// exist (see IPVSBackend); it wins over Backend.
+	// exist, and again at every restart (see IPVSBackend); it wins over
+	// Backend.
 	NewBackend func(w *World) (proxy.Backend, error)
 	// Start is the virtual instant the world starts at (default vclock.Epoch).
 	Start time.Time
 }
 
-// World is one simulated node.
+// Run is one sync of the proxy, as the world saw it.
+type Run struct {
+	N     int
+	Why   string
+	Start time.Duration
+	End   time.Duration // -1 while running
+	Err   string
+}
+
+// World is one simulated node. The API server and the dataplane outlive the
+// proxy: Restart replaces the proxy (informers, trackers, runner, backend)
+// and keeps the rest.
 type World struct {
 	Clock   *vclock.Clock
 	Client  *fake.Clientset
+	Trace   *trace.Recorder
 	Proxier *proxy.Proxier
 	Runner  *runner.Runner
-	Trace   *trace.Recorder
 
-	cfg      Config
-	factory  informers.SharedInformerFactory
-	svcInf   cache.SharedIndexInformer
-	sliceInf cache.SharedIndexInformer
-	stop     chan struct{}
-	events   *eventQueue
-	started  bool
-	rv       int64
-	runs     int
-	syncErr  error
-	ipvs     *ipvs.Proxier
+	cfg     Config
+	inst    *instance
+	stop    chan struct{}
+	started bool
+	closed  bool
+	rv      int64
+	runs    []Run
+	backend proxy.Backend
+	ipvs    *ipvs.Proxier
+	gen     int // proxy generation, bumped by Restart
 
-	watchMu  sync.Mutex
-	watching map[string]bool
+	held *heldEvents // non-nil while the watch is broken
+	// lastChange maps "Kind ns/name" to the instant of its latest real event.
+	lastChange map[string]time.Duration
 }
 
 // New builds a world for a test and closes it when the test ends.
@@ -131,51 +137,49 @@ func NewWorld(cfg Config) (*World, error) {
 	if cfg.Start.IsZero() {
 		cfg.Start = vclock.Epoch
 	}
+	if err := cfg.Runner.Validate(); err != nil {
+		return nil, err
+	}
 	w := &World{
 		Clock: vclock.New(cfg.Start),
 		// The plain tracker: the field-managed one of NewClientset rebuilds a
 		// REST mapper on every write, which dominates a replay's cost.
-		Client:   fake.NewSimpleClientset(),
-		cfg:      cfg,
-		stop:     make(chan struct{}),
-		events:   newEventQueue(),
-		watching: map[string]bool{},
+		Client:     fake.NewSimpleClientset(),
+		cfg:        cfg,
+		stop:       make(chan struct{}),
+		lastChange: map[string]time.Duration{},
 	}
 	w.Trace = trace.NewRecorder(cfg.Start, w.Clock.Now)
-	backend := cfg.Backend
-	if cfg.NewBackend != nil {
-		b, err := cfg.NewBackend(w)
+	if err := w.newProxy(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// newProxy builds a fresh proxy: backend, proxier and runner.
+func (w *World) newProxy() error {
+	w.gen++
+	backend := w.cfg.Backend
+	if w.cfg.NewBackend != nil {
+		b, err := w.cfg.NewBackend(w)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		backend = b
 	}
 	if backend == nil {
 		backend = &RecordingBackend{}
 	}
-	w.Proxier = proxy.NewProxier(cfg.Family, cfg.NodeName, cfg.Zone, backend)
-	r, err := runner.New(cfg.Runner, w.Clock, w.sync, &runnerTrace{w: w})
+	w.backend = backend
+	w.Proxier = proxy.NewProxier(w.cfg.Family, w.cfg.NodeName, w.cfg.Zone, backend)
+	gen := w.gen
+	r, err := runner.New(w.cfg.Runner, w.Clock, func() error { return w.sync(gen) }, &runnerTrace{w: w})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.Runner = r
 	w.Proxier.SetSyncer(r)
-	tracker := w.Client.Tracker()
-	w.Client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
-		var opts metav1.ListOptions
-		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
-			opts = wa.ListOptions
-		}
-		wi, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
-		if err != nil {
-			return false, nil, err
-		}
-		w.watchMu.Lock()
-		w.watching[action.GetResource().Resource] = true
-		w.watchMu.Unlock()
-		return true, wi, nil
-	})
-	return w, nil
+	return nil
 }
 
 // Now is the virtual time since the world started.
@@ -184,24 +188,36 @@ func (w *World) Now() time.Duration { return w.Clock.Since(w.cfg.Start) }
 // Config returns the world's configuration after defaults.
 func (w *World) Config() Config { return w.cfg }
 
-// Close stops the informers.
+// Backend returns the current proxy's backend.
+func (w *World) Backend() proxy.Backend { return w.backend }
+
+// Close stops the informers and the proxy's timers.
 func (w *World) Close() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-		w.events.wake()
-		if w.factory != nil {
-			w.factory.Shutdown()
-		}
+	if w.closed {
+		return
+	}
+	w.closed = true
+	close(w.stop)
+	w.stopProxy()
+}
+
+func (w *World) stopProxy() {
+	w.Runner.Stop()
+	if s, ok := w.backend.(interface{ Stop() }); ok {
+		s.Stop()
+	}
+	if w.inst != nil {
+		w.inst.close()
+		w.inst = nil
 	}
 }
 
-// sync is the runner's function: one sync of the proxier, traced.
-func (w *World) sync() error {
-	err := w.Proxier.SyncProxyRules()
-	w.syncErr = err
-	return err
+// sync is the runner's function: one sync of the proxier.
+func (w *World) sync(gen int) error {
+	if gen != w.gen {
+		return fmt.Errorf("proxy was restarted")
+	}
+	return w.Proxier.SyncProxyRules()
 }
 
 func (w *World) cost() time.Duration {
@@ -209,46 +225,32 @@ func (w *World) cost() time.Duration {
 	return w.cfg.Cost.Cost(s, e)
 }
 
-// Start starts the runner's loop and the informers at the current virtual
-// instant, delivers the initial lists (in namespace/name order, since list
-// order is unspecified) and the two synced notifications; the second one
-// syncs directly, as kube-proxy does.
+// Start starts the proxy at the current virtual instant: the runner's loop,
+// then the informers, whose initial lists are delivered in namespace/name
+// order (list order is unspecified), then the two synced notifications, the
+// second of which syncs directly, as kube-proxy does.
 func (w *World) Start() error {
 	if w.started {
 		return fmt.Errorf("world already started")
 	}
 	w.started = true
+	if err := w.startProxy(); err != nil {
+		return err
+	}
+	if w.cfg.ResyncPeriod > 0 {
+		w.scheduleResync()
+	}
+	return nil
+}
+
+func (w *World) startProxy() error {
 	w.Runner.StartVirtual(w.cost)
-	w.factory = informers.NewSharedInformerFactory(w.Client, 0)
-	w.svcInf = w.factory.Core().V1().Services().Informer()
-	w.sliceInf = w.factory.Discovery().V1().EndpointSlices().Informer()
-	var regs []cache.ResourceEventHandlerRegistration
-	for _, inf := range []struct {
-		i    cache.SharedIndexInformer
-		kind string
-	}{{w.svcInf, "Service"}, {w.sliceInf, "EndpointSlice"}} {
-		kind := inf.kind
-		reg, err := inf.i.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { w.events.push(informerEvent{kind: kind, op: "add", obj: obj}) },
-			UpdateFunc: func(old, obj any) { w.events.push(informerEvent{kind: kind, op: "update", old: old, obj: obj}) },
-			DeleteFunc: func(obj any) { w.events.push(informerEvent{kind: kind, op: "delete", obj: obj}) },
-		})
-		if err != nil {
-			return err
-		}
-		regs = append(regs, reg)
+	inst, err := startInstance(w.Client, w.stop)
+	if err != nil {
+		return err
 	}
-	w.factory.Start(w.stop)
-	// A registration has synced once its handler has seen the initial list.
-	for !regs[0].HasSynced() || !regs[1].HasSynced() || !w.isWatching("services") || !w.isWatching("endpointslices") {
-		select {
-		case <-w.stop:
-			return fmt.Errorf("world closed while informers were syncing")
-		default:
-		}
-		runtime.Gosched()
-	}
-	initial := w.events.drain()
+	w.inst = inst
+	initial := inst.events.drain()
 	sort.SliceStable(initial, func(i, j int) bool { return initial[i].key() < initial[j].key() })
 	for _, ev := range initial {
 		w.deliver(ev)
@@ -260,27 +262,34 @@ func (w *World) Start() error {
 		return err
 	}
 	w.Trace.Add(trace.Event{Kind: trace.Synced, Object: "EndpointSlice"})
-	w.runs++
-	w.Trace.Add(trace.Event{Kind: trace.Start, Why: "initial", Run: w.runs})
-	end := trace.Event{Kind: trace.End, Run: w.runs}
-	if err := w.Proxier.OnEndpointSlicesSynced(); err != nil {
-		end.Err = err.Error()
-	}
-	w.Trace.Add(end)
-	if w.cfg.ResyncPeriod > 0 {
-		w.scheduleResync()
-	}
+	w.runStarted("initial")
+	w.runFinished(w.Proxier.OnEndpointSlicesSynced())
 	return nil
 }
 
-func (w *World) isWatching(resource string) bool {
-	w.watchMu.Lock()
-	defer w.watchMu.Unlock()
-	return w.watching[resource]
+// Restart replaces the proxy with a new one, as a kube-proxy restart does:
+// the API server and the dataplane keep their state; the new proxy lists
+// everything again and syncs once both informers have synced.
+func (w *World) Restart() error {
+	if !w.started {
+		return fmt.Errorf("world not started")
+	}
+	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "proxy restart"})
+	w.stopProxy()
+	if w.held != nil {
+		w.held = nil // a new proxy lists afresh
+	}
+	if err := w.newProxy(); err != nil {
+		return err
+	}
+	return w.startProxy()
 }
 
 func (w *World) scheduleResync() {
 	w.Clock.AfterFunc(w.cfg.ResyncPeriod, func() {
+		if w.closed {
+			return
+		}
 		w.resync()
 		w.scheduleResync()
 	})
@@ -289,19 +298,11 @@ func (w *World) scheduleResync() {
 // resync delivers an update with identical old and new objects for every
 // object in the informers' caches, as a shared informer's resync does.
 func (w *World) resync() {
-	for _, inf := range []struct {
-		i    cache.SharedIndexInformer
-		kind string
-	}{{w.svcInf, "Service"}, {w.sliceInf, "EndpointSlice"}} {
-		objs := inf.i.GetStore().List()
-		evs := make([]informerEvent, 0, len(objs))
-		for _, o := range objs {
-			evs = append(evs, informerEvent{kind: inf.kind, op: "update", old: o, obj: o, resync: true})
-		}
-		sort.Slice(evs, func(i, j int) bool { return evs[i].key() < evs[j].key() })
-		for _, ev := range evs {
-			w.deliver(ev)
-		}
+	if w.held != nil || w.inst == nil {
+		return // a broken watch has nothing to resync from
+	}
+	for _, ev := range w.inst.snapshot(true) {
+		w.deliver(ev)
 	}
 }
 
@@ -331,31 +332,46 @@ func (w *World) Update(obj any) error { return w.write(obj, true) }
 
 // Apply creates the object or updates it if it exists.
 func (w *World) Apply(obj any) error {
-	exists, err := w.exists(obj)
-	if err != nil {
-		return err
+	_, err := w.Get(kindOf(obj), nsName(obj))
+	switch {
+	case err == nil:
+		return w.write(obj, true)
+	case isNotFound(err):
+		return w.write(obj, false)
 	}
-	return w.write(obj, exists)
+	return err
 }
 
-func (w *World) exists(obj any) (bool, error) {
+// Get reads an object from the API server ("Service" or "EndpointSlice").
+func (w *World) Get(kind string, key [2]string) (any, error) {
 	ctx := context.Background()
-	var err error
+	switch kind {
+	case "Service":
+		return w.Client.CoreV1().Services(key[0]).Get(ctx, key[1], metav1.GetOptions{})
+	case "EndpointSlice":
+		return w.Client.DiscoveryV1().EndpointSlices(key[0]).Get(ctx, key[1], metav1.GetOptions{})
+	}
+	return nil, fmt.Errorf("unsupported kind %q", kind)
+}
+
+func kindOf(obj any) string {
+	switch obj.(type) {
+	case *v1.Service:
+		return "Service"
+	case *discovery.EndpointSlice:
+		return "EndpointSlice"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+func nsName(obj any) [2]string {
 	switch o := obj.(type) {
 	case *v1.Service:
-		_, err = w.Client.CoreV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		return [2]string{o.Namespace, o.Name}
 	case *discovery.EndpointSlice:
-		_, err = w.Client.DiscoveryV1().EndpointSlices(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	default:
-		return false, fmt.Errorf("unsupported object type %T", obj)
+		return [2]string{o.Namespace, o.Name}
 	}
-	if err == nil {
-		return true, nil
-	}
-	if isNotFound(err) {
-		return false, nil
-	}
-	return false, err
+	return [2]string{}
 }
 
 func (w *World) write(obj any, update bool) error {
@@ -410,28 +426,59 @@ func (w *World) Delete(kind, namespace, name string) error {
 // await is the barrier: every write yields exactly one informer event, which
 // is handed to the proxy before virtual time moves on.
 func (w *World) await() error {
-	if !w.started {
+	if w.inst == nil {
 		return nil
 	}
-	ev, ok := w.events.pop(w.stop)
+	ev, ok := w.inst.events.pop(w.stop)
 	if !ok {
 		return fmt.Errorf("world closed while waiting for an informer event")
+	}
+	if w.held != nil {
+		w.held.add(ev)
+		return nil
 	}
 	w.deliver(ev)
 	return nil
 }
 
+// BreakWatch holds informer deliveries for d: writes still reach the API
+// server, but the proxy hears nothing until the watch is restored, when it
+// gets what a relisting informer delivers: the net change of every object
+// that changed, and a no-op update for every other.
+func (w *World) BreakWatch(d time.Duration) {
+	if w.held != nil || w.inst == nil {
+		return
+	}
+	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: fmt.Sprintf("watch broken for %v", d)})
+	w.held = newHeldEvents()
+	held, gen := w.held, w.gen
+	w.Clock.AfterFunc(d, func() {
+		if w.held != held || w.gen != gen || w.closed {
+			return
+		}
+		w.held = nil
+		w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "watch restored: relist"})
+		for _, ev := range held.relist(w.inst.snapshot(false)) {
+			w.deliver(ev)
+		}
+	})
+}
+
 func (w *World) deliver(ev informerEvent) {
-	te := trace.Event{Kind: trace.Object, Op: ev.op, Object: ev.kind + " " + ev.name()}
+	key := ev.kind + " " + ev.name()
+	te := trace.Event{Kind: trace.Object, Op: ev.op, Object: key}
 	if ev.resync {
 		te.Kind = trace.Resync
+	}
+	w.Trace.Add(te)
+	if !ev.resync && !ev.noop() {
+		w.lastChange[key] = w.Now()
 	}
 	var err error
 	switch ev.kind {
 	case "Service":
-		old, _ := ev.old.(*v1.Service)
+		old := asService(ev.old)
 		cur := asService(ev.obj)
-		w.Trace.Add(te)
 		switch ev.op {
 		case "add":
 			w.Proxier.OnServiceAdd(cur)
@@ -441,9 +488,8 @@ func (w *World) deliver(ev informerEvent) {
 			w.Proxier.OnServiceDelete(cur)
 		}
 	case "EndpointSlice":
-		old, _ := ev.old.(*discovery.EndpointSlice)
+		old := asSlice(ev.old)
 		cur := asSlice(ev.obj)
-		w.Trace.Add(te)
 		switch ev.op {
 		case "add":
 			err = w.Proxier.OnEndpointSliceAdd(cur)
@@ -454,28 +500,37 @@ func (w *World) deliver(ev informerEvent) {
 		}
 	}
 	if err != nil {
-		w.Trace.Add(trace.Event{Kind: trace.Note, Object: te.Object, Err: err.Error()})
+		w.Trace.Add(trace.Event{Kind: trace.Note, Object: key, Err: err.Error()})
 	}
 }
 
-func asService(o any) *v1.Service {
-	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	s, _ := o.(*v1.Service)
-	return s
+// LastChange is the instant of the latest event that changed the object
+// ("Kind namespace/name").
+func (w *World) LastChange(key string) (time.Duration, bool) {
+	d, ok := w.lastChange[key]
+	return d, ok
 }
 
-func asSlice(o any) *discovery.EndpointSlice {
-	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	s, _ := o.(*discovery.EndpointSlice)
-	return s
+// Runs lists every sync so far: the initial direct one of each proxy start
+// and every runner run.
+func (w *World) Runs() []Run { return append([]Run(nil), w.runs...) }
+
+func (w *World) runStarted(why string) {
+	n := len(w.runs) + 1
+	w.runs = append(w.runs, Run{N: n, Why: why, Start: w.Now(), End: -1})
+	w.Trace.Add(trace.Event{Kind: trace.Start, Why: why, Run: n})
 }
 
-// Runs counts syncs: the initial direct one and every runner run.
-func (w *World) Runs() int { return w.runs }
+func (w *World) runFinished(err error) {
+	r := &w.runs[len(w.runs)-1]
+	r.End = w.Now()
+	e := trace.Event{Kind: trace.End, Run: r.N}
+	if err != nil {
+		r.Err = err.Error()
+		e.Err = r.Err
+	}
+	w.Trace.Add(e)
+}
 
 // runnerTrace records runner decisions.
 type runnerTrace struct{ w *World }
@@ -490,17 +545,8 @@ func (t *runnerTrace) Deferred(_ time.Time, why runner.Reason, until time.Time) 
 	}
 	t.w.Trace.Add(e)
 }
-func (t *runnerTrace) Started(_ time.Time, why runner.Reason) {
-	t.w.runs++
-	t.w.Trace.Add(trace.Event{Kind: trace.Start, Why: string(why), Run: t.w.runs})
-}
-func (t *runnerTrace) Finished(_ time.Time, err error) {
-	e := trace.Event{Kind: trace.End, Run: t.w.runs}
-	if err != nil {
-		e.Err = err.Error()
-	}
-	t.w.Trace.Add(e)
-}
+func (t *runnerTrace) Started(_ time.Time, why runner.Reason) { t.w.runStarted(string(why)) }
+func (t *runnerTrace) Finished(_ time.Time, err error)        { t.w.runFinished(err) }
 func (t *runnerTrace) Dropped(_ time.Time, why runner.Reason) {
 	t.w.Trace.Add(trace.Event{Kind: trace.Drop, Why: string(why)})
 }

@@ -288,3 +288,6 @@ var _ proxy.Backend = (*Proxier)(nil)
 // CheckInterval is how often the graceful termination manager looks at the
 // real servers it is draining.
 const CheckInterval = time.Minute
+
+// Stop ends the proxier's background work (the graceful termination check).
+func (p *Proxier) Stop() { p.graceful.Stop() }

@@ -142,6 +142,7 @@ type Runner struct {
 	p       policy
 	running bool
 	started bool
+	stopped bool
 
 	// Exactly one of these executes fn: virtual mode calls fn inline and
 	// completes after cost(); Loop hands runs to its goroutine.
@@ -227,9 +228,22 @@ func (r *Runner) begin() {
 	}
 }
 
+// Stop ends a virtually driven runner: its timers are disarmed and nothing
+// runs any more; a run in progress completes without consequences.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	r.p.stop()
+}
+
 // Run asks for a run as soon as the rules allow; requests coalesce.
 func (r *Runner) Run() {
 	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
 	now := r.clock.Now()
 	r.obs.Requested(now)
 	ok, why := r.p.request(now)
@@ -267,6 +281,10 @@ func (r *Runner) Running() bool {
 // launch executes one run. The policy has already decided it may start.
 func (r *Runner) launch(why Reason) {
 	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
 	now := r.clock.Now()
 	r.running = true
 	r.p.launched(now)
@@ -298,6 +316,10 @@ func (r *Runner) complete(err error) {
 	}
 	now := r.clock.Now()
 	r.running = false
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
 	r.obs.Finished(now, err)
 	ok, why := r.p.finish(now, err)
 	r.mu.Unlock()

@@ -1,0 +1,402 @@
+package scenarios
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/runner"
+)
+
+// Load reads and validates a scenario file from disk.
+func Load(file string) (*Scenario, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, Problems{{File: file, Line: 0, Column: 0, Path: "", Msg: err.Error()}}
+	}
+	return Parse(file, data, func(rel string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(filepath.Dir(file), rel))
+	})
+}
+
+// LoadFS reads a scenario from a file system (the embedded library).
+func LoadFS(fsys fs.FS, name string) (*Scenario, error) {
+	data, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, Problems{{File: name, Msg: err.Error()}}
+	}
+	return Parse(name, data, func(rel string) ([]byte, error) {
+		return fs.ReadFile(fsys, path.Join(path.Dir(name), rel))
+	})
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
+
+// Parse validates a scenario held in memory; readFile resolves paths named
+// in the file, relative to it.
+func Parse(file string, data []byte, readFile func(string) ([]byte, error)) (*Scenario, error) {
+	d := &decoder{file: file}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, Problems{{File: file, Line: 1, Column: 1, Msg: "empty scenario file"}}
+		}
+		line, col := 1, 1
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			if m[2] != "" {
+				col, _ = strconv.Atoi(m[2])
+			}
+		}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		return nil, Problems{{File: file, Line: line, Column: col, Path: "(syntax)", Msg: msg}}
+	}
+	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, readFile: readFile}
+	d.decode(&doc, "", reflectValue(s))
+	if len(d.problems) == 0 {
+		d.validate(s)
+	}
+	if len(d.problems) > 0 {
+		sort.SliceStable(d.problems, func(i, j int) bool {
+			a, b := d.problems[i], d.problems[j]
+			if a.File != b.File {
+				return a.File == file
+			}
+			if a.Line != b.Line {
+				return a.Line < b.Line
+			}
+			return a.Column < b.Column
+		})
+		return nil, d.problems
+	}
+	return s, nil
+}
+
+// Kinds of objects a scenario may name.
+var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true}
+
+// SupportedSchedulers are the IPVS schedulers the fake dataplane models.
+var SupportedSchedulers = map[string]bool{"rr": true, "wrr": true, "sh": true}
+
+func (d *decoder) validate(s *Scenario) {
+	if strings.TrimSpace(s.Name) == "" {
+		d.addAt(s.Src.At("name"), "required: a scenario name")
+	}
+	d.validateProxy(&s.Proxy)
+
+	known := map[string]bool{}
+	for i := range s.Objects {
+		for _, o := range d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i)) {
+			if known[o.Key] {
+				d.addAt(o.Pos, "%s is defined twice", o.Key)
+			}
+			known[o.Key] = true
+			s.Initial = append(s.Initial, o)
+		}
+	}
+	if len(s.Timeline) == 0 {
+		d.addAt(s.Src.At("timeline"), "required: at least one step")
+	}
+	var last Duration
+	conns := map[string]bool{}  // open now
+	opened := map[string]bool{} // ever opened
+	for i := range s.Timeline {
+		st := &s.Timeline[i]
+		p := fmt.Sprintf("timeline[%d]", i)
+		if st.At == nil {
+			d.addAt(st.Src.At("at"), "required: the step's virtual instant, such as 1.5s")
+		} else {
+			if *st.At < last {
+				d.addAt(st.Src.At("at"), "step at %v comes before the previous step at %v: steps must be in time order", st.At, last)
+			}
+			last = *st.At
+		}
+		actions := 0
+		for _, on := range []bool{st.Apply != nil, st.Update != nil, st.Patch != nil, st.Delete != nil, st.Restart, st.Fault != nil, st.Connect != nil, st.Close != nil} {
+			if on {
+				actions++
+			}
+		}
+		if actions > 1 {
+			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "a step takes one action (apply, update, patch, delete, restart, fault, connect or close); split it into steps at the same instant")
+		}
+		if actions == 0 && st.Expect == nil && st.Note == "" {
+			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "empty step: give an action, an expect or a note")
+		}
+		for _, which := range []struct {
+			n      *yaml.Node
+			key    string
+			update bool
+		}{{st.Apply, "apply", false}, {st.Update, "update", true}} {
+			if which.n == nil {
+				continue
+			}
+			for _, o := range d.objectsOf(s, which.n, join(p, which.key)) {
+				if which.update && !known[o.Key] {
+					d.addAt(o.Pos, "update of %s, which does not exist at this point (use apply to create)", o.Key)
+				}
+				known[o.Key] = true
+				st.objects = append(st.objects, o)
+			}
+		}
+		if pt := st.Patch; pt != nil {
+			d.validateRef(pt.Kind, pt.Namespace, pt.Name, pt.Src, known)
+			switch {
+			case pt.Merge == nil && pt.Endpoint == "":
+				d.addAt(pt.Src.At("merge"), "a patch needs merge (a strategic merge patch) or endpoint and conditions")
+			case pt.Merge != nil && pt.Endpoint != "":
+				d.addAt(pt.Src.At("endpoint"), "give merge or endpoint, not both")
+			case pt.Endpoint != "":
+				if pt.Kind != "EndpointSlice" {
+					d.addAt(pt.Src.At("endpoint"), "endpoint patches apply to EndpointSlices, not %s", pt.Kind)
+				}
+				if net.ParseIP(pt.Endpoint) == nil {
+					d.addAt(pt.Src.At("endpoint"), "%q is not an IP address", pt.Endpoint)
+				}
+				if pt.Conditions == nil {
+					d.addAt(pt.Src.At("conditions"), "required: the conditions to set")
+				}
+			}
+		}
+		if del := st.Delete; del != nil {
+			d.validateRef(del.Kind, del.Namespace, del.Name, del.Src, known)
+			delete(known, KeyOf(del.Kind, del.Namespace, del.Name))
+		}
+		if f := st.Fault; f != nil {
+			if f.DataplaneOps < 0 {
+				d.addAt(f.Src.At("dataplaneOps"), "must not be negative")
+			}
+			if f.DataplaneOps == 0 && f.WatchBreak == nil {
+				d.addAt(Pos{f.Src.Line, f.Src.Column, f.Src.Path}, "a fault needs dataplaneOps or watchBreak")
+			}
+		}
+		if c := st.Connect; c != nil {
+			if c.Name == "" {
+				d.addAt(c.Src.At("name"), "required: a connection name")
+			} else if conns[c.Name] {
+				d.addAt(c.Src.At("name"), "connection %q is already open", c.Name)
+			}
+			conns[c.Name] = true
+			opened[c.Name] = true
+			for _, f := range []struct{ key, val string }{{"client", c.Client}, {"service", c.Service}} {
+				if _, _, err := splitHostPort(f.val); err != nil {
+					d.addAt(c.Src.At(f.key), "%v", err)
+				}
+			}
+			switch c.Protocol {
+			case "":
+				c.Protocol = "TCP"
+			case "TCP", "UDP":
+			default:
+				d.addAt(c.Src.At("protocol"), "want TCP or UDP, got %q", c.Protocol)
+			}
+		}
+		if c := st.Close; c != nil {
+			if !conns[c.Name] {
+				d.addAt(c.Src.At("name"), "no open connection named %q", c.Name)
+			}
+			delete(conns, c.Name)
+		}
+		if e := st.Expect; e != nil {
+			d.validateExpect(e, known, opened)
+		}
+	}
+}
+
+func splitHostPort(s string) (string, uint16, error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil || net.ParseIP(h) == nil {
+		return "", 0, fmt.Errorf("want ip:port, got %q", s)
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil || n == 0 {
+		return "", 0, fmt.Errorf("want ip:port with a port 1-65535, got %q", s)
+	}
+	return h, uint16(n), nil
+}
+
+func (d *decoder) validateRef(kind, namespace, name string, src Src, known map[string]bool) {
+	if !supportedKinds[kind] {
+		d.addAt(src.At("kind"), "want Service or EndpointSlice, got %q", kind)
+		return
+	}
+	if name == "" {
+		d.addAt(src.At("name"), "required: the object's name")
+		return
+	}
+	if key := KeyOf(kind, namespace, name); !known[key] {
+		d.addAt(src.At("name"), "no %s at this point in the timeline", key)
+	}
+}
+
+func (d *decoder) validateProxy(p *Proxy) {
+	switch p.Mode {
+	case "", "ipvs":
+		p.Mode = "ipvs"
+	case "iptables", "nftables":
+		d.addAt(p.Src.At("mode"), "mode %q is not modelled yet; use ipvs", p.Mode)
+	default:
+		d.addAt(p.Src.At("mode"), "unknown mode %q (want ipvs)", p.Mode)
+	}
+	if p.Version == "" {
+		d.addAt(p.Src.At("version"), "required: the kube-proxy version, such as v1.33.0 (burst runner) or v1.34.0 (cooldown runner)")
+	} else if _, err := runner.GenerationFor(p.Version); err != nil {
+		d.addAt(p.Src.At("version"), "%v", err)
+	}
+	if p.SyncPeriod != nil && p.SyncPeriod.D() == 0 {
+		d.addAt(p.Src.At("syncPeriod"), "must be positive")
+	}
+	if p.MinSyncPeriod != nil && p.SyncPeriod != nil && p.SyncPeriod.D() < p.MinSyncPeriod.D() {
+		d.addAt(p.Src.At("syncPeriod"), "syncPeriod %v is shorter than minSyncPeriod %v", p.SyncPeriod, p.MinSyncPeriod)
+	}
+	for i, ip := range p.NodeIPs {
+		if net.ParseIP(ip) == nil {
+			d.addAt(Pos{p.Src.At("nodeIPs").Line, p.Src.At("nodeIPs").Column, fmt.Sprintf("proxy.nodeIPs[%d]", i)}, "%q is not an IP address", ip)
+		}
+	}
+	if p.Kernel == "" {
+		p.Kernel = "6.1.0"
+	} else if _, err := ipvs.ParseKernelVersion(p.Kernel); err != nil {
+		d.addAt(p.Src.At("kernel"), "%v", err)
+	}
+	if p.Scheduler == "" {
+		p.Scheduler = ipvs.DefaultScheduler
+	} else if !SupportedSchedulers[p.Scheduler] {
+		d.addAt(p.Src.At("scheduler"), "scheduler %q is not modelled (want rr, wrr or sh)", p.Scheduler)
+	}
+	if p.NodeName == "" {
+		p.NodeName = "node-a"
+	}
+}
+
+func (d *decoder) validateExpect(e *Expect, known, opened map[string]bool) {
+	if sy := e.Syncs; sy != nil {
+		if len(sy.Between) != 0 && len(sy.Between) != 2 {
+			d.addAt(sy.Src.At("between"), "want [from, to]")
+		} else if len(sy.Between) == 2 && sy.Between[1] < sy.Between[0] {
+			d.addAt(sy.Src.At("between"), "window ends (%v) before it starts (%v)", sy.Between[1], sy.Between[0])
+		}
+		if sy.Count == nil && sy.AtLeast == nil && sy.AtMost == nil && sy.At == nil {
+			d.addAt(Pos{sy.Src.Line, sy.Src.Column, sy.Src.Path}, "say what to expect: count, atLeast, atMost or at")
+		}
+	}
+	if e.IPVS != nil && e.IPVSFile != "" {
+		d.addAt(e.Src.At("ipvsFile"), "give ipvs or ipvsFile, not both")
+	}
+	for name := range e.Sysctls {
+		if !knownSysctls[name] {
+			d.addAt(e.Src.At("sysctls"), "unknown sysctl %q (known: %s)", name, strings.Join(sortedKeys(knownSysctls), ", "))
+		}
+	}
+	if l := e.Latency; l != nil {
+		if !known[l.Object] {
+			d.addAt(l.Src.At("object"), "no object %q at this point (write \"Kind namespace/name\")", l.Object)
+		}
+		if l.Max == nil && l.Exact == nil {
+			d.addAt(Pos{l.Src.Line, l.Src.Column, l.Src.Path}, "say max or exact")
+		}
+	}
+	for _, name := range sortedConnNames(e.Connections) {
+		c := e.Connections[name]
+		if !opened[name] {
+			d.addAt(e.Src.At("connections"), "no connection named %q has been opened", name)
+		}
+		if c.Server != "" {
+			if _, _, err := splitHostPort(c.Server); err != nil {
+				d.addAt(c.Src.At("server"), "%v", err)
+			}
+		}
+	}
+}
+
+func sortedConnNames(m map[string]ConnExpect) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var knownSysctls = map[string]bool{
+	ipvs.SysctlConntrack: true, ipvs.SysctlConnReuseMode: true, ipvs.SysctlExpireNodestConn: true,
+	ipvs.SysctlExpireQuiescentTemplate: true, ipvs.SysctlIPForward: true, ipvs.SysctlArpIgnore: true,
+	ipvs.SysctlArpAnnounce: true,
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// objectsOf decodes an objects entry: a manifest, a list of them, or
+// {file: path} naming a YAML file (possibly several documents).
+func (d *decoder) objectsOf(s *Scenario, n *yaml.Node, p string) []Object {
+	if n.Kind == yaml.SequenceNode {
+		var out []Object
+		for i, c := range n.Content {
+			out = append(out, d.objectsOf(s, c, fmt.Sprintf("%s[%d]", p, i))...)
+		}
+		return out
+	}
+	if n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Value == "file" {
+		rel := n.Content[1].Value
+		data, err := s.readFile(rel)
+		if err != nil {
+			d.add(n.Content[1], join(p, "file"), "cannot read %s: %v", rel, unwrapPathError(err))
+			return nil
+		}
+		name := path.Join(path.Dir(filepath.ToSlash(s.File)), rel)
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		var out []Object
+		for i := 0; ; i++ {
+			var doc yaml.Node
+			if err := dec.Decode(&doc); err != nil {
+				if !errors.Is(err, io.EOF) {
+					saved := d.file
+					d.file = name
+					d.add(nil, fmt.Sprintf("(document %d)", i), "%v", err)
+					d.file = saved
+				}
+				break
+			}
+			if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
+				continue
+			}
+			if o, ok := d.decodeManifest(name, &doc, fmt.Sprintf("(document %d)", i)); ok {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	if o, ok := d.decodeManifest(d.file, n, p); ok {
+		return []Object{o}
+	}
+	return nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

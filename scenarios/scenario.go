@@ -1,0 +1,196 @@
+// Package scenarios reads, validates and replays proxysim scenarios: YAML
+// files that set up a proxy and a cluster, tell a story on a virtual
+// timeline, and say what must be true along the way. The format is defined in
+// docs/scenario-format.md.
+//
+// Loading never runs anything: a file with any problem is rejected whole,
+// with every problem reported as file:line:column: field.path: message.
+package scenarios
+
+import (
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Scenario is one parsed scenario file.
+type Scenario struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Tags        []string `yaml:"tags"`
+	Proxy       Proxy    `yaml:"proxy"`
+	// Objects are the cluster's objects before the proxy starts: manifests,
+	// or {file: path} entries naming YAML files relative to the scenario.
+	Objects  []yaml.Node `yaml:"objects"`
+	Timeline []Step      `yaml:"timeline"`
+	Src      Src
+
+	// Filled by Load.
+	File     string   `yaml:"-"`
+	Dir      string   `yaml:"-"`
+	Initial  []Object `yaml:"-"`
+	source   []byte
+	readFile func(string) ([]byte, error)
+}
+
+// Proxy is the proxy under test.
+type Proxy struct {
+	Mode             string       `yaml:"mode"`
+	Version          string       `yaml:"version"`
+	MinSyncPeriod    *Duration    `yaml:"minSyncPeriod"`
+	SyncPeriod       *Duration    `yaml:"syncPeriod"`
+	RetryInterval    *Duration    `yaml:"retryInterval"`
+	ConfigSyncPeriod *Duration    `yaml:"configSyncPeriod"`
+	NodeName         string       `yaml:"nodeName"`
+	NodeIPs          []string     `yaml:"nodeIPs"`
+	Zone             string       `yaml:"zone"`
+	StrictARP        bool         `yaml:"strictARP"`
+	Scheduler        string       `yaml:"scheduler"`
+	IPVSTimeouts     IPVSTimeouts `yaml:"ipvsTimeouts"`
+	Kernel           string       `yaml:"kernel"`
+	SyncCost         SyncCost     `yaml:"syncCost"`
+	Src              Src
+}
+
+// IPVSTimeouts are ipvsadm --set's timeouts; zero leaves the kernel's.
+type IPVSTimeouts struct {
+	TCP    Duration `yaml:"tcp"`
+	TCPFin Duration `yaml:"tcpFin"`
+	UDP    Duration `yaml:"udp"`
+}
+
+// SyncCost is how long each sync takes in virtual time.
+type SyncCost struct {
+	Fixed       Duration `yaml:"fixed"`
+	PerService  Duration `yaml:"perService"`
+	PerEndpoint Duration `yaml:"perEndpoint"`
+}
+
+// Step is one instant of the timeline: at most one action, and optionally
+// expectations checked right after it.
+type Step struct {
+	At      *Duration  `yaml:"at"`
+	Note    string     `yaml:"note"`
+	Apply   *yaml.Node `yaml:"apply"`
+	Update  *yaml.Node `yaml:"update"`
+	Patch   *Patch     `yaml:"patch"`
+	Delete  *ObjectRef `yaml:"delete"`
+	Restart bool       `yaml:"restart"`
+	Fault   *Fault     `yaml:"fault"`
+	Connect *Connect   `yaml:"connect"`
+	Close   *CloseConn `yaml:"close"`
+	Expect  *Expect    `yaml:"expect"`
+	Src     Src
+
+	objects []Object // decoded apply/update manifests
+}
+
+// ObjectRef names an object.
+type ObjectRef struct {
+	Kind      string `yaml:"kind"`
+	Namespace string `yaml:"namespace"`
+	Name      string `yaml:"name"`
+	Src       Src
+}
+
+// Patch changes part of an existing object: a strategic merge patch, or for
+// an EndpointSlice, one endpoint's conditions.
+type Patch struct {
+	Kind       string      `yaml:"kind"`
+	Namespace  string      `yaml:"namespace"`
+	Name       string      `yaml:"name"`
+	Merge      *yaml.Node  `yaml:"merge"`
+	Endpoint   string      `yaml:"endpoint"`
+	Conditions *Conditions `yaml:"conditions"`
+	Src        Src
+}
+
+// Conditions are EndpointSlice endpoint conditions; unset ones are left.
+type Conditions struct {
+	Ready       *bool `yaml:"ready"`
+	Serving     *bool `yaml:"serving"`
+	Terminating *bool `yaml:"terminating"`
+}
+
+// Fault injects a failure.
+type Fault struct {
+	// DataplaneOps makes the next N dataplane write operations fail.
+	DataplaneOps int `yaml:"dataplaneOps"`
+	// WatchBreak holds informer deliveries for this long, then delivers a
+	// relist: the net change of every object, as a re-listing informer would.
+	WatchBreak *Duration `yaml:"watchBreak"`
+	Src        Src
+}
+
+// Connect opens a client connection through the dataplane.
+type Connect struct {
+	Name     string `yaml:"name"`
+	Client   string `yaml:"client"`  // ip:port of the client
+	Service  string `yaml:"service"` // virtual ip:port
+	Protocol string `yaml:"protocol"`
+	Src      Src
+}
+
+// CloseConn closes a connection opened by Connect.
+type CloseConn struct {
+	Name string `yaml:"name"`
+	Src  Src
+}
+
+// Expect is what must be true at a step. With Within, it must become true at
+// some instant up to that long after the step.
+type Expect struct {
+	Within      *Duration             `yaml:"within"`
+	Syncs       *SyncExpect           `yaml:"syncs"`
+	IPVS        *string               `yaml:"ipvs"`
+	IPVSFile    string                `yaml:"ipvsFile"`
+	Sysctls     map[string]int        `yaml:"sysctls"`
+	Addresses   *[]string             `yaml:"addresses"`
+	Latency     *LatencyExpect        `yaml:"latency"`
+	Draining    *[]string             `yaml:"draining"`
+	Connections map[string]ConnExpect `yaml:"connections"`
+	Src         Src
+}
+
+// SyncExpect counts sync runs (the initial direct sync included), optionally
+// only those that started in a window [from, to].
+type SyncExpect struct {
+	Count   *int       `yaml:"count"`
+	AtLeast *int       `yaml:"atLeast"`
+	AtMost  *int       `yaml:"atMost"`
+	At      []Duration `yaml:"at"`
+	Between []Duration `yaml:"between"`
+	Src     Src
+}
+
+// LatencyExpect bounds the propagation latency of an object's latest change:
+// from its informer event to the end of the first sync that started after it.
+type LatencyExpect struct {
+	Object string    `yaml:"object"` // "Kind namespace/name"
+	Max    *Duration `yaml:"max"`
+	Exact  *Duration `yaml:"exact"`
+	Src    Src
+}
+
+// ConnExpect is what must be true of one connection.
+type ConnExpect struct {
+	Server string `yaml:"server"` // real server ip:port it is bound to
+	State  string `yaml:"state"`  // ESTABLISHED, FIN_WAIT, TIME_WAIT, CLOSED, ...
+	Src    Src
+}
+
+// Length is when the timeline's last step happens.
+func (s *Scenario) Length() time.Duration {
+	var end time.Duration
+	for _, st := range s.Timeline {
+		if st.At != nil && st.At.D() > end {
+			end = st.At.D()
+		}
+		if st.Expect != nil && st.Expect.Within != nil && st.At != nil {
+			if e := st.At.D() + st.Expect.Within.D(); e > end {
+				end = e
+			}
+		}
+	}
+	return end
+}
