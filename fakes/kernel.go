@@ -125,6 +125,7 @@ func (d *Dummy) Unbind(dev, addr string) error {
 
 // Dataplane returns a complete fake IPVS dataplane for a kernel version.
 func Dataplane(kernel string) (ipvs.Dataplane, *IPVS, *Sysctls, *Dummy) {
-	h, s, d := NewIPVS(), NewSysctls(kernel), NewDummy()
+	s, d := NewSysctls(kernel), NewDummy()
+	h := NewIPVS(kernel, s, nil)
 	return ipvs.Dataplane{IPVS: h, Addresses: d, Sysctl: s, KernelVersion: kernel}, h, s, d
 }

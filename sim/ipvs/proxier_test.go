@@ -99,11 +99,16 @@ TCP  192.168.0.10:30080 rr
 }
 
 func TestFailedOperationFailsTheSync(t *testing.T) {
-	w, h, _, _ := world(t, "6.1.0", ipvs.Config{})
+	faults := &ipvs.Faults{}
+	dp, _, _, _ := fakes.Dataplane("6.1.0")
+	w := sim.New(t, sim.Config{
+		Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
+		NewBackend: sim.IPVSBackend(ipvs.Config{}, ipvs.WithFaults(dp, faults)),
+	})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h.FailNext(1)
+	faults.FailNext(1)
 	w.At(time.Second, func() { _ = w.Create(fakes.Service("default", "a", "10.96.0.1", 80)) })
 	w.RunUntil(5 * time.Second)
 	var failed bool
