@@ -172,11 +172,15 @@ type LatencyExpect struct {
 	Src    Src
 }
 
-// ConnExpect is what must be true of one connection.
+// ConnExpect is what must be true of one connection: how its connect went
+// and what IPVS now holds for it.
 type ConnExpect struct {
-	Server string `yaml:"server"` // real server ip:port it is bound to
-	State  string `yaml:"state"`  // ESTABLISHED, FIN_WAIT, TIME_WAIT, CLOSED, ...
-	Src    Src
+	Result         string    `yaml:"result"` // connected, refused or timeout
+	LatencyAtLeast *Duration `yaml:"latencyAtLeast"`
+	LatencyAtMost  *Duration `yaml:"latencyAtMost"`
+	Server         string    `yaml:"server"` // real server ip:port it is bound to
+	State          string    `yaml:"state"`  // ESTABLISHED, TIME_WAIT, UDP, GONE, ...
+	Src            Src
 }
 
 // Length is when the timeline's last step happens.

@@ -102,8 +102,8 @@ type World struct {
 	gen     int // proxy generation, bumped by Restart
 
 	held *heldEvents // non-nil while the watch is broken
-	// lastChange maps "Kind ns/name" to the instant of its latest real event.
-	lastChange map[string]time.Duration
+	// lastChange maps "Kind ns/name" to its latest real event.
+	lastChange map[string]change
 }
 
 // New builds a world for a test and closes it when the test ends.
@@ -147,7 +147,7 @@ func NewWorld(cfg Config) (*World, error) {
 		Client:     fake.NewSimpleClientset(),
 		cfg:        cfg,
 		stop:       make(chan struct{}),
-		lastChange: map[string]time.Duration{},
+		lastChange: map[string]change{},
 	}
 	w.Trace = trace.NewRecorder(cfg.Start, w.Clock.Now)
 	if err := w.newProxy(); err != nil {
@@ -472,7 +472,7 @@ func (w *World) deliver(ev informerEvent) {
 	}
 	w.Trace.Add(te)
 	if !ev.resync && !ev.noop() {
-		w.lastChange[key] = w.Now()
+		w.lastChange[key] = change{at: w.Now(), runsBefore: len(w.runs)}
 	}
 	var err error
 	switch ev.kind {
@@ -504,11 +504,17 @@ func (w *World) deliver(ev informerEvent) {
 	}
 }
 
-// LastChange is the instant of the latest event that changed the object
-// ("Kind namespace/name").
-func (w *World) LastChange(key string) (time.Duration, bool) {
-	d, ok := w.lastChange[key]
-	return d, ok
+type change struct {
+	at         time.Duration
+	runsBefore int
+}
+
+// LastChange reports the instant of the latest event that changed an object
+// ("Kind namespace/name") and how many syncs had started before it, so that
+// Runs()[runsBefore] is the first sync that could carry it.
+func (w *World) LastChange(key string) (at time.Duration, runsBefore int, ok bool) {
+	c, ok := w.lastChange[key]
+	return c.at, c.runsBefore, ok
 }
 
 // Runs lists every sync so far: the initial direct one of each proxy start

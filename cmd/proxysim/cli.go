@@ -1,0 +1,311 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim/trace"
+)
+
+// Exit codes.
+const (
+	exitPass      = 0
+	exitFail      = 1 // an expectation failed
+	exitInvalid   = 2 // invalid input: nothing was run
+	exitCannotRun = 3 // could not run (dataplane unavailable, I/O)
+)
+
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+
+func fail(code int, err error) error { return &codedError{code: code, err: err} }
+
+// run executes the CLI and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitPass
+	}
+	var ee *codedError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(stderr, ee.err)
+		}
+		return ee.code
+	}
+	// cobra's own errors: unknown flags, wrong argument counts.
+	fmt.Fprintln(stderr, "error:", err)
+	return exitInvalid
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "proxysim",
+		Short:         "Replay Kubernetes service proxy sync scenarios in virtual time",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Long: `proxysim replays scenarios against kube-proxy's sync engine (informers,
+change trackers, BoundedFrequencyRunner, IPVS proxier) in virtual time.
+
+A scenario is a YAML file, or the name of a bundled one (see 'proxysim list').
+Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
+input (nothing was run), 3 the replay could not run.`,
+	}
+	var dataplane string
+	var update, verbose bool
+	replay := &cobra.Command{
+		Use:   "replay FILE|NAME...",
+		Short: "Replay scenarios and check their expectations",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			factory, err := dataplaneFactory(dataplane)
+			if err != nil {
+				return fail(exitInvalid, err)
+			}
+			list, err := loadAll(args)
+			if err != nil {
+				return err
+			}
+			code := exitPass
+			for _, s := range list {
+				startWall := time.Now()
+				res, err := scenarios.Replay(s, scenarios.Options{Dataplane: factory, Update: update})
+				if err != nil {
+					fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
+					code = max(code, exitCannotRun)
+					continue
+				}
+				printResult(stdout, res, time.Since(startWall), verbose)
+				if !res.Passed() {
+					code = max(code, exitFail)
+				}
+			}
+			if code != exitPass {
+				return fail(code, nil)
+			}
+			return nil
+		},
+	}
+	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory)")
+	replay.Flags().BoolVar(&update, "update", false, "rewrite golden ipvs tables with what the replay produced")
+	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
+
+	validate := &cobra.Command{
+		Use:   "validate FILE|NAME...",
+		Short: "Check scenarios without running them",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			list, err := loadAll(args)
+			if err != nil {
+				return err
+			}
+			for _, s := range list {
+				fmt.Fprintf(stdout, "ok %s (%s): %d objects, %d steps, %v of virtual time\n", s.Name, s.File, len(s.Initial), len(s.Timeline), s.Length())
+			}
+			return nil
+		},
+	}
+
+	traceCmd := &cobra.Command{
+		Use:   "trace FILE|NAME",
+		Short: "Replay one scenario and print its trace as JSON Lines",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			factory, err := dataplaneFactory(dataplane)
+			if err != nil {
+				return fail(exitInvalid, err)
+			}
+			list, err := loadAll(args)
+			if err != nil {
+				return err
+			}
+			res, err := scenarios.Replay(list[0], scenarios.Options{Dataplane: factory})
+			if err != nil {
+				return fail(exitCannotRun, err)
+			}
+			if err := res.Trace.WriteJSONL(stdout); err != nil {
+				return fail(exitCannotRun, err)
+			}
+			if !res.Passed() {
+				return fail(exitFail, nil)
+			}
+			return nil
+		},
+	}
+	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the bundled scenarios",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range scenarios.LibraryNames() {
+				s, err := scenarios.LoadLibrary(name)
+				if err != nil {
+					return fail(exitCannotRun, err)
+				}
+				fmt.Fprintf(stdout, "%-40s %s\n", name, firstLine(s.Description))
+			}
+			return nil
+		},
+	}
+
+	show := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Print a bundled scenario's YAML, to read or copy",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := readLibrary(args[0])
+			if err != nil {
+				return fail(exitInvalid, err)
+			}
+			_, err = stdout.Write(b)
+			return err
+		},
+	}
+	root.AddCommand(replay, validate, traceCmd, list, show)
+	return root
+}
+
+func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
+	switch name {
+	case "fake", "":
+		return scenarios.FakeDataplane, nil
+	}
+	return nil, fmt.Errorf("unknown dataplane %q (available: fake)", name)
+}
+
+// loadAll loads every argument: a file path, or the name of a bundled
+// scenario. Any problem in any file rejects the whole command.
+func loadAll(args []string) ([]*scenarios.Scenario, error) {
+	var out []*scenarios.Scenario
+	var problems []string
+	for _, a := range args {
+		s, err := loadOne(a)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(problems) > 0 {
+		return nil, fail(exitInvalid, errors.New(strings.Join(problems, "\n")))
+	}
+	return out, nil
+}
+
+func loadOne(arg string) (*scenarios.Scenario, error) {
+	if _, err := os.Stat(arg); err == nil || strings.ContainsAny(arg, "/.") {
+		return scenarios.Load(arg)
+	}
+	for _, n := range scenarios.LibraryNames() {
+		if n == arg {
+			return scenarios.LoadLibrary(arg)
+		}
+	}
+	return nil, fmt.Errorf("%s: no such file, and no bundled scenario of that name (see 'proxysim list')", arg)
+}
+
+func readLibrary(name string) ([]byte, error) {
+	for _, n := range scenarios.LibraryNames() {
+		if n == name {
+			return scenarios.ReadLibraryFile(name + ".yaml")
+		}
+	}
+	return nil, fmt.Errorf("%s: no bundled scenario of that name (see 'proxysim list')", name)
+}
+
+// firstLine is a description's first sentence.
+func firstLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if i := strings.Index(s, ". "); i >= 0 {
+		return s[:i+1]
+	}
+	return s
+}
+
+func printResult(w io.Writer, res *scenarios.Result, wall time.Duration, verbose bool) {
+	s := res.Scenario
+	status := "PASS"
+	if !res.Passed() {
+		status = "FAIL"
+	}
+	fmt.Fprintf(w, "%s %s (%d checks, %d syncs, %v virtual in %v, %s dataplane)\n",
+		status, s.Name, res.Checks, len(res.Runs), s.Length(), wall.Round(time.Millisecond), res.Env)
+	for _, u := range res.Updated {
+		fmt.Fprintf(w, "  updated %s\n", u)
+	}
+	if verbose {
+		for _, e := range res.Trace.Events() {
+			fmt.Fprintln(w, "  "+trace.Line(e))
+		}
+	}
+	for _, f := range res.Failures {
+		fmt.Fprintf(w, "  %s:%d:%d: %s, at %v\n", f.File, f.Pos.Line, f.Pos.Column, f.Pos.Path, f.At)
+		if strings.Contains(f.Expected, "\n") || strings.Contains(f.Got, "\n") {
+			fmt.Fprintln(w, "    table differs (- expected, + got):")
+			for _, l := range lineDiff(f.Expected, f.Got) {
+				fmt.Fprintln(w, "    "+l)
+			}
+		} else {
+			fmt.Fprintf(w, "    expected: %s\n    got:      %s\n", f.Expected, f.Got)
+		}
+		fmt.Fprintln(w, "    trace leading to it:")
+		for _, e := range f.Context {
+			fmt.Fprintln(w, "    "+trace.Line(e))
+		}
+	}
+}
+
+// lineDiff is a minimal line diff (longest common subsequence), enough to
+// show how two ipvsadm tables differ.
+func lineDiff(a, b string) []string {
+	x := strings.Split(strings.TrimRight(a, "\n"), "\n")
+	y := strings.Split(strings.TrimRight(b, "\n"), "\n")
+	n, m := len(x), len(y)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if strings.TrimRight(x[i], " ") == strings.TrimRight(y[j], " ") {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var out []string
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && strings.TrimRight(x[i], " ") == strings.TrimRight(y[j], " "):
+			out = append(out, "  "+x[i])
+			i++
+			j++
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, "+ "+y[j])
+			j++
+		default:
+			out = append(out, "- "+x[i])
+			i++
+		}
+	}
+	return out
+}

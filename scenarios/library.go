@@ -1,0 +1,44 @@
+package scenarios
+
+import (
+	"embed"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+//go:embed library
+var libraryFS embed.FS
+
+// Library is the bundled scenario library, as a file system rooted at the
+// library folder.
+func Library() fs.FS {
+	sub, err := fs.Sub(libraryFS, "library")
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// LibraryNames lists the bundled scenarios by name (file name without .yaml),
+// sorted.
+func LibraryNames() []string {
+	entries, _ := fs.ReadDir(Library(), ".")
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".yaml") {
+			out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LoadLibrary loads a bundled scenario by name.
+func LoadLibrary(name string) (*Scenario, error) {
+	return LoadFS(Library(), path.Clean(name)+".yaml")
+}
+
+// ReadLibraryFile returns a bundled scenario's source.
+func ReadLibraryFile(name string) ([]byte, error) { return fs.ReadFile(Library(), name) }
