@@ -21,6 +21,12 @@ type Problem struct {
 }
 
 func (p Problem) Error() string {
+	switch {
+	case p.Line == 0:
+		return fmt.Sprintf("%s: %s", p.File, p.Msg)
+	case p.Path == "":
+		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Column, p.Msg)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Column, p.Path, p.Msg)
 }
 

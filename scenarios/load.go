@@ -126,13 +126,13 @@ func (d *decoder) validate(s *Scenario) {
 			last = *st.At
 		}
 		actions := 0
-		for _, on := range []bool{st.Apply != nil, st.Update != nil, st.Patch != nil, st.Delete != nil, st.Restart, st.Fault != nil, st.Connect != nil, st.Close != nil} {
+		for _, on := range []bool{st.Apply != nil, st.Update != nil, st.Patch != nil, st.Churn != nil, st.Delete != nil, st.Restart, st.Fault != nil, st.Connect != nil, st.Close != nil} {
 			if on {
 				actions++
 			}
 		}
 		if actions > 1 {
-			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "a step takes one action (apply, update, patch, delete, restart, fault, connect or close); split it into steps at the same instant")
+			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "a step takes one action (apply, update, patch, churn, delete, restart, fault, connect or close); split it into steps at the same instant")
 		}
 		if actions == 0 && st.Expect == nil && st.Note == "" {
 			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "empty step: give an action, an expect or a note")
@@ -170,6 +170,18 @@ func (d *decoder) validate(s *Scenario) {
 				if pt.Conditions == nil {
 					d.addAt(pt.Src.At("conditions"), "required: the conditions to set")
 				}
+			}
+		}
+		if c := st.Churn; c != nil {
+			d.validateRef("EndpointSlice", c.Namespace, c.Name, c.Src, known)
+			if net.ParseIP(c.Endpoint) == nil {
+				d.addAt(c.Src.At("endpoint"), "%q is not an IP address", c.Endpoint)
+			}
+			if c.Count < 1 {
+				d.addAt(c.Src.At("count"), "want at least 1 change")
+			}
+			if c.Every <= 0 {
+				d.addAt(c.Src.At("every"), "want a positive interval")
 			}
 		}
 		if del := st.Delete; del != nil {
@@ -285,13 +297,15 @@ func (d *decoder) validateProxy(p *Proxy) {
 
 func (d *decoder) validateExpect(e *Expect, known, opened map[string]bool) {
 	if sy := e.Syncs; sy != nil {
-		if len(sy.Between) != 0 && len(sy.Between) != 2 {
-			d.addAt(sy.Src.At("between"), "want [from, to]")
-		} else if len(sy.Between) == 2 && sy.Between[1] < sy.Between[0] {
-			d.addAt(sy.Src.At("between"), "window ends (%v) before it starts (%v)", sy.Between[1], sy.Between[0])
-		}
+		d.validateWindow(sy.Between, sy.Src)
 		if sy.Count == nil && sy.AtLeast == nil && sy.AtMost == nil && sy.At == nil {
 			d.addAt(Pos{sy.Src.Line, sy.Src.Column, sy.Src.Path}, "say what to expect: count, atLeast, atMost or at")
+		}
+	}
+	if c := e.DataplaneOps; c != nil {
+		d.validateWindow(c.Between, c.Src)
+		if c.Count == nil && c.AtLeast == nil && c.AtMost == nil {
+			d.addAt(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "say what to expect: count, atLeast or atMost")
 		}
 	}
 	if e.IPVS != nil && e.IPVSFile != "" {
@@ -330,6 +344,14 @@ func sortedConnNames(m map[string]ConnExpect) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func (d *decoder) validateWindow(between []Duration, src Src) {
+	if len(between) != 0 && len(between) != 2 {
+		d.addAt(src.At("between"), "want [from, to]")
+	} else if len(between) == 2 && between[1] < between[0] {
+		d.addAt(src.At("between"), "window ends (%v) before it starts (%v)", between[1], between[0])
+	}
 }
 
 var knownSysctls = map[string]bool{

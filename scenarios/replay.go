@@ -118,6 +118,9 @@ type replayer struct {
 	pending []*pendingCheck
 	conns   map[string]ipvs.ConnectResult
 	golden  []goldenUpdate
+	// churnErr is the first error of a churn tick, which runs inside the
+	// clock and so cannot return it.
+	churnErr error
 }
 
 type pendingCheck struct {
@@ -195,11 +198,17 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		if err := r.act(i, st); err != nil {
 			return nil, err
 		}
+		if r.churnErr != nil {
+			return nil, r.churnErr
+		}
 		if st.Expect != nil {
 			r.expect(i, st.Expect)
 		}
 	}
 	r.advanceTo(s.Length())
+	if r.churnErr != nil {
+		return nil, r.churnErr
+	}
 	r.expirePending()
 	r.res.Runs = w.Runs()
 	if opts.Update {
@@ -302,6 +311,21 @@ func (r *replayer) act(i int, st *Step) error {
 		if err := r.patch(st.Patch); err != nil {
 			return stepErr(err)
 		}
+	case st.Churn != nil:
+		c := st.Churn
+		ns := c.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		add("churn", KeyOf("EndpointSlice", ns, c.Name), fmt.Sprintf("%d flips of %s every %v", c.Count, c.Endpoint, c.Every))
+		start := w.Now()
+		for k := 0; k < c.Count; k++ {
+			w.At(start+time.Duration(k)*c.Every.D(), func() {
+				if err := r.flip(ns, c.Name, c.Endpoint); err != nil {
+					r.churnErr = fmt.Errorf("%s:%d:%d: timeline[%d].churn: %w", r.s.File, st.Src.Line, st.Src.Column, i, err)
+				}
+			})
+		}
 	case st.Delete != nil:
 		d := st.Delete
 		ns := d.Namespace
@@ -350,6 +374,26 @@ func (r *replayer) act(i int, st *Step) error {
 		}
 	}
 	return nil
+}
+
+// flip toggles one endpoint's ready condition.
+func (r *replayer) flip(ns, name, ip string) error {
+	cur, err := r.w.Get("EndpointSlice", [2]string{ns, name})
+	if err != nil {
+		return err
+	}
+	s := cur.(*discovery.EndpointSlice).DeepCopy()
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		for _, a := range e.Addresses {
+			if a == ip {
+				ready := e.Conditions.Ready != nil && !*e.Conditions.Ready
+				e.Conditions.Ready = &ready
+				return r.w.Update(s)
+			}
+		}
+	}
+	return fmt.Errorf("%s has no endpoint %s", KeyOf("EndpointSlice", ns, name), ip)
 }
 
 func (r *replayer) patch(p *Patch) error {
@@ -551,6 +595,26 @@ func (r *replayer) check(step int, e *Expect) []Failure {
 		sort.Strings(want)
 		if strings.Join(got, "; ") != strings.Join(want, "; ") {
 			failAt(e.Src.At("draining"), "draining", "["+strings.Join(want, "; ")+"]", "["+strings.Join(got, "; ")+"]")
+		}
+	}
+	if c := e.DataplaneOps; c != nil {
+		n := 0
+		for _, ev := range r.res.Trace.Events() {
+			if ev.Kind != trace.Dataplane || ev.Op == "note" {
+				continue
+			}
+			if len(c.Between) == 2 && (time.Duration(ev.At) < c.Between[0].D() || time.Duration(ev.At) > c.Between[1].D()) {
+				continue
+			}
+			n++
+		}
+		switch {
+		case c.Count != nil && n != *c.Count:
+			failAt(c.Src.At("count"), "dataplaneOps.count", fmt.Sprint(*c.Count), fmt.Sprint(n))
+		case c.AtLeast != nil && n < *c.AtLeast:
+			failAt(c.Src.At("atLeast"), "dataplaneOps.atLeast", fmt.Sprintf("at least %d", *c.AtLeast), fmt.Sprint(n))
+		case c.AtMost != nil && n > *c.AtMost:
+			failAt(c.Src.At("atMost"), "dataplaneOps.atMost", fmt.Sprintf("at most %d", *c.AtMost), fmt.Sprint(n))
 		}
 	}
 	for _, name := range sortedConnNames(e.Connections) {

@@ -77,6 +77,7 @@ type Step struct {
 	Delete  *ObjectRef `yaml:"delete"`
 	Restart bool       `yaml:"restart"`
 	Fault   *Fault     `yaml:"fault"`
+	Churn   *Churn     `yaml:"churn"`
 	Connect *Connect   `yaml:"connect"`
 	Close   *CloseConn `yaml:"close"`
 	Expect  *Expect    `yaml:"expect"`
@@ -110,6 +111,17 @@ type Conditions struct {
 	Ready       *bool `yaml:"ready"`
 	Serving     *bool `yaml:"serving"`
 	Terminating *bool `yaml:"terminating"`
+}
+
+// Churn flips one endpoint's ready condition Count times, Every apart,
+// starting at the step's instant: steady EndpointSlice churn.
+type Churn struct {
+	Namespace string   `yaml:"namespace"`
+	Name      string   `yaml:"name"` // the EndpointSlice
+	Endpoint  string   `yaml:"endpoint"`
+	Count     int      `yaml:"count"`
+	Every     Duration `yaml:"every"`
+	Src       Src
 }
 
 // Fault injects a failure.
@@ -149,7 +161,18 @@ type Expect struct {
 	Latency     *LatencyExpect        `yaml:"latency"`
 	Draining    *[]string             `yaml:"draining"`
 	Connections map[string]ConnExpect `yaml:"connections"`
-	Src         Src
+	// DataplaneOps counts dataplane write operations (sysctls included).
+	DataplaneOps *CountExpect `yaml:"dataplaneOps"`
+	Src          Src
+}
+
+// CountExpect counts events, optionally only within a window [from, to].
+type CountExpect struct {
+	Count   *int       `yaml:"count"`
+	AtLeast *int       `yaml:"atLeast"`
+	AtMost  *int       `yaml:"atMost"`
+	Between []Duration `yaml:"between"`
+	Src     Src
 }
 
 // SyncExpect counts sync runs (the initial direct sync included), optionally
@@ -189,6 +212,11 @@ func (s *Scenario) Length() time.Duration {
 	for _, st := range s.Timeline {
 		if st.At != nil && st.At.D() > end {
 			end = st.At.D()
+		}
+		if c := st.Churn; c != nil && st.At != nil {
+			if e := st.At.D() + time.Duration(c.Count-1)*c.Every.D(); e > end {
+				end = e
+			}
 		}
 		if st.Expect != nil && st.Expect.Within != nil && st.At != nil {
 			if e := st.At.D() + st.Expect.Within.D(); e > end {

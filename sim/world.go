@@ -102,8 +102,10 @@ type World struct {
 	gen     int // proxy generation, bumped by Restart
 
 	held *heldEvents // non-nil while the watch is broken
-	// lastChange maps "Kind ns/name" to its latest real event.
+	// lastChange maps "Kind ns/name" to its latest real change; written
+	// holds the instant of writes the proxy has not heard of yet.
 	lastChange map[string]change
+	written    map[string]time.Duration
 }
 
 // New builds a world for a test and closes it when the test ends.
@@ -148,6 +150,7 @@ func NewWorld(cfg Config) (*World, error) {
 		cfg:        cfg,
 		stop:       make(chan struct{}),
 		lastChange: map[string]change{},
+		written:    map[string]time.Duration{},
 	}
 	w.Trace = trace.NewRecorder(cfg.Start, w.Clock.Now)
 	if err := w.newProxy(); err != nil {
@@ -402,7 +405,14 @@ func (w *World) write(obj any, update bool) error {
 	if err != nil {
 		return err
 	}
+	w.noteWrite(kindOf(obj), nsName(obj))
 	return w.await()
+}
+
+// noteWrite remembers when an object was written, so that its propagation
+// latency counts from the API write even if the proxy hears of it later.
+func (w *World) noteWrite(kind string, key [2]string) {
+	w.written[kind+" "+key[0]+"/"+key[1]] = w.Now()
 }
 
 // Delete removes an object ("Service" or "EndpointSlice").
@@ -420,6 +430,7 @@ func (w *World) Delete(kind, namespace, name string) error {
 	if err != nil {
 		return err
 	}
+	w.noteWrite(kind, [2]string{namespace, name})
 	return w.await()
 }
 
@@ -472,7 +483,12 @@ func (w *World) deliver(ev informerEvent) {
 	}
 	w.Trace.Add(te)
 	if !ev.resync && !ev.noop() {
-		w.lastChange[key] = change{at: w.Now(), runsBefore: len(w.runs)}
+		at, ok := w.written[key]
+		if !ok {
+			at = w.Now()
+		}
+		delete(w.written, key)
+		w.lastChange[key] = change{at: at, runsBefore: len(w.runs)}
 	}
 	var err error
 	switch ev.kind {
@@ -509,9 +525,10 @@ type change struct {
 	runsBefore int
 }
 
-// LastChange reports the instant of the latest event that changed an object
-// ("Kind namespace/name") and how many syncs had started before it, so that
-// Runs()[runsBefore] is the first sync that could carry it.
+// LastChange reports the instant of the latest API write that changed an
+// object ("Kind namespace/name") and how many syncs had started before the
+// proxy heard of it, so that Runs()[runsBefore] is the first sync that could
+// carry it.
 func (w *World) LastChange(key string) (at time.Duration, runsBefore int, ok bool) {
 	c, ok := w.lastChange[key]
 	return c.at, c.runsBefore, ok

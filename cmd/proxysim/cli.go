@@ -210,13 +210,16 @@ func loadAll(args []string) ([]*scenarios.Scenario, error) {
 }
 
 func loadOne(arg string) (*scenarios.Scenario, error) {
-	if _, err := os.Stat(arg); err == nil || strings.ContainsAny(arg, "/.") {
+	if _, err := os.Stat(arg); err == nil {
 		return scenarios.Load(arg)
 	}
 	for _, n := range scenarios.LibraryNames() {
 		if n == arg {
 			return scenarios.LoadLibrary(arg)
 		}
+	}
+	if strings.ContainsAny(arg, "/") || strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
+		return scenarios.Load(arg)
 	}
 	return nil, fmt.Errorf("%s: no such file, and no bundled scenario of that name (see 'proxysim list')", arg)
 }
