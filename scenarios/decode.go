@@ -98,7 +98,12 @@ func (d *Duration) decodeNode(n *yaml.Node) error {
 type decoder struct {
 	file     string
 	problems Problems
+	visited  int
 }
+
+// maxNodes bounds the work one document may cause, aliases included (a
+// "billion laughs" document expands exponentially).
+const maxNodes = 200000
 
 func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
 	line, col := 0, 0
@@ -106,6 +111,16 @@ func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
 		line, col = n.Line, n.Column
 	}
 	d.problems = append(d.problems, Problem{File: d.file, Line: line, Column: col, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// has reports whether a problem was already found at path or below it.
+func (d *decoder) has(path string) bool {
+	for _, p := range d.problems {
+		if p.Path == path || strings.HasPrefix(p.Path, path+".") || strings.HasPrefix(p.Path, path+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *decoder) addAt(p Pos, format string, args ...any) {
@@ -140,6 +155,13 @@ var (
 
 // decode fills v from n, recording every problem instead of stopping.
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
+	d.visited++
+	if d.visited == maxNodes {
+		d.add(n, path, "document too large: more than %d nodes after alias expansion", maxNodes)
+	}
+	if d.visited >= maxNodes {
+		return
+	}
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
 	}

@@ -61,15 +61,21 @@ func Parse(file string, data []byte, readFile func(string) ([]byte, error)) (*Sc
 			if m[2] != "" {
 				col, _ = strconv.Atoi(m[2])
 			}
+			// yaml.v3 counts lines from 0 in parser errors (and names the
+			// line where the unfinished construct began), from 1 in scanner
+			// errors.
+			if strings.Contains(err.Error(), "did not find expected") {
+				line++
+			}
 		}
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		return nil, Problems{{File: file, Line: line, Column: col, Path: "(syntax)", Msg: msg}}
 	}
 	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, readFile: readFile}
 	d.decode(&doc, "", reflectValue(s))
-	if len(d.problems) == 0 {
-		d.validate(s)
-	}
+	// Validate even a file that did not decode cleanly, so that every
+	// problem is reported at once.
+	d.validate(s)
 	if len(d.problems) > 0 {
 		sort.SliceStable(d.problems, func(i, j int) bool {
 			a, b := d.problems[i], d.problems[j]
@@ -77,13 +83,21 @@ func Parse(file string, data []byte, readFile func(string) ([]byte, error)) (*Sc
 				return a.File == file
 			}
 			if a.Line != b.Line {
-				return a.Line < b.Line
+				return lineKey(a.Line) < lineKey(b.Line)
 			}
 			return a.Column < b.Column
 		})
 		return nil, d.problems
 	}
 	return s, nil
+}
+
+// lineKey sorts problems without a position last.
+func lineKey(line int) int {
+	if line == 0 {
+		return int(^uint(0) >> 1)
+	}
+	return line
 }
 
 // Kinds of objects a scenario may name.
@@ -96,7 +110,13 @@ func (d *decoder) validate(s *Scenario) {
 	if strings.TrimSpace(s.Name) == "" {
 		d.addAt(s.Src.At("name"), "required: a scenario name")
 	}
-	d.validateProxy(&s.Proxy)
+	if s.Proxy.Src.Line == 0 {
+		if !d.has("proxy") {
+			d.addAt(s.Src.At("proxy"), "required: the proxy under test (at least its version)")
+		}
+	} else {
+		d.validateProxy(&s.Proxy)
+	}
 
 	known := map[string]bool{}
 	for i := range s.Objects {

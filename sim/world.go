@@ -380,9 +380,12 @@ func nsName(obj any) [2]string {
 func (w *World) write(obj any, update bool) error {
 	ctx := context.Background()
 	var err error
+	// Stamp a shallow copy: the caller's object is left alone, and the fake
+	// API server deep-copies what it stores.
 	switch o := obj.(type) {
 	case *v1.Service:
-		o = o.DeepCopy()
+		cp := *o
+		o = &cp
 		w.stamp(&o.ObjectMeta)
 		c := w.Client.CoreV1().Services(o.Namespace)
 		if update {
@@ -391,7 +394,8 @@ func (w *World) write(obj any, update bool) error {
 			_, err = c.Create(ctx, o, metav1.CreateOptions{})
 		}
 	case *discovery.EndpointSlice:
-		o = o.DeepCopy()
+		cp := *o
+		o = &cp
 		w.stamp(&o.ObjectMeta)
 		c := w.Client.DiscoveryV1().EndpointSlices(o.Namespace)
 		if update {

@@ -147,7 +147,7 @@ func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types
 			}
 			eps = append(eps, e)
 		}
-		out[spn] = eps
+		out[spn] = dedupSorted(eps)
 	}
 	return out
 }
@@ -193,6 +193,19 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 // more than one slice appears once, preferring a copy that is not
 // terminating.
 func merge(slices map[string]*sliceData) EndpointsMap {
+	if len(slices) == 1 {
+		// The common case: one slice, whose endpoint lists are sorted at
+		// conversion and never mutated, so they can be shared.
+		for _, d := range slices {
+			out := make(EndpointsMap, len(d.ports))
+			for spn, eps := range d.ports {
+				if len(eps) > 0 {
+					out[spn] = eps
+				}
+			}
+			return out
+		}
+	}
 	names := make([]string, 0, len(slices))
 	for n := range slices {
 		names = append(names, n)
@@ -227,6 +240,23 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 			continue
 		}
 		sort.SliceStable(eps, func(i, j int) bool { return lessEndpoint(eps[i], eps[j]) })
+	}
+	return out
+}
+
+// dedupSorted sorts endpoints by address and keeps one per IP:port,
+// preferring a copy that is not terminating.
+func dedupSorted(eps []*Endpoint) []*Endpoint {
+	sort.SliceStable(eps, func(i, j int) bool { return lessEndpoint(eps[i], eps[j]) })
+	out := eps[:0]
+	for _, e := range eps {
+		if n := len(out); n > 0 && out[n-1].String() == e.String() {
+			if out[n-1].Terminating && !e.Terminating {
+				out[n-1] = e
+			}
+			continue
+		}
+		out = append(out, e)
 	}
 	return out
 }

@@ -1,0 +1,38 @@
+# proxysim: see README.md. Every target is plain `go` underneath.
+GO      ?= go
+PKGS    ?= ./...
+FUZZTIME ?= 20s
+
+.PHONY: all test race vet bench demo junit fuzz ci
+
+all: vet test
+
+## test: every unit test, and every bundled scenario as a ginkgo spec
+test:
+	$(GO) test $(PKGS)
+
+## race: the same under the race detector
+race:
+	$(GO) test -race $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+
+## bench: the engine's speed and memory targets
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## demo: replay a bundled scenario on the built-in fake dataplane
+demo:
+	$(GO) run ./cmd/proxysim replay -v burst-then-throttle-v1.33 cooldown-v1.34
+
+## junit: the scenario library as a JUnit report (junit-e2e.xml)
+junit:
+	$(GO) test ./e2e -ginkgo.junit-report=$(CURDIR)/junit-e2e.xml
+
+## fuzz: a short run of the scenario loader's fuzzer
+fuzz:
+	$(GO) test ./scenarios -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+ci: vet test race fuzz

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestReplayBundledScenarioPasses(t *testing.T) {
+	code, out, errs := runCLI("replay", "initial-sync-gating")
+	if code != exitPass || !strings.HasPrefix(out, "PASS initial-sync-gating") {
+		t.Fatalf("code %d\n%s%s", code, out, errs)
+	}
+}
+
+func TestFailedExpectationExitsOneAndExplains(t *testing.T) {
+	code, out, _ := runCLI("replay", "../../scenarios/testdata/failing/wrong-expectations.yaml")
+	if code != exitFail {
+		t.Fatalf("code %d, want %d\n%s", code, exitFail, out)
+	}
+	for _, want := range []string{
+		"FAIL wrong-expectations",
+		"wrong-expectations.yaml:11:", "syncs.count, at 2s", "expected: 3", "got:      1 ([0s])",
+		"table differs (- expected, + got):", "- TCP  10.96.0.10:80 wrr", "+ TCP  10.96.0.10:80 rr",
+		"trace leading to it:", "run.start",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInvalidScenariosExitTwoNamingLineAndField(t *testing.T) {
+	files, _ := filepath.Glob("../../scenarios/testdata/invalid/*.yaml")
+	if len(files) < 20 {
+		t.Fatalf("%d invalid files", len(files))
+	}
+	for _, f := range files {
+		want := wantLine(t, f)
+		for _, cmd := range []string{"validate", "replay"} {
+			code, out, errs := runCLI(cmd, f)
+			if code != exitInvalid {
+				t.Errorf("%s %s: code %d, want %d\n%s%s", cmd, f, code, exitInvalid, out, errs)
+			}
+			if out != "" {
+				t.Errorf("%s %s: something ran:\n%s", cmd, f, out)
+			}
+			if !strings.Contains(errs, want) {
+				t.Errorf("%s %s: stderr lacks %q:\n%s", cmd, f, want, errs)
+			}
+		}
+	}
+}
+
+// One bad file among good ones rejects the whole command: nothing half-applied.
+func TestOneInvalidFileRunsNothing(t *testing.T) {
+	code, out, _ := runCLI("replay", "initial-sync-gating", "../../scenarios/testdata/invalid/05-missing-version.yaml")
+	if code != exitInvalid || out != "" {
+		t.Fatalf("code %d, out %q", code, out)
+	}
+}
+
+func wantLine(t *testing.T, file string) string {
+	fh, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Scan()
+	lc, path, _ := strings.Cut(strings.TrimPrefix(sc.Text(), "# want: "), " ")
+	return file + ":" + lc + ": " + path
+}
+
+func TestUpdateRewritesGoldens(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../scenarios/testdata/golden-update.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "golden-update.yaml")
+	if err := os.WriteFile(file, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runCLI("replay", file); code != exitFail {
+		t.Fatalf("stale goldens passed: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runCLI("replay", "--update", file); code != exitPass {
+		t.Fatalf("--update: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runCLI("replay", file); code != exitPass {
+		t.Fatalf("after --update: %d\n%s%s", code, out, errs)
+	}
+	rewritten, _ := os.ReadFile(file)
+	if !strings.Contains(string(rewritten), "      ipvs: |\n        Prot LocalAddress:Port Scheduler Flags\n") {
+		t.Fatalf("inline golden not rewritten as a block:\n%s", rewritten)
+	}
+	table, err := os.ReadFile(filepath.Join(dir, "golden-update.table"))
+	if err != nil || !strings.Contains(string(table), "  -> 10.244.1.3:8080") {
+		t.Fatalf("golden file: %v\n%s", err, table)
+	}
+}
+
+func TestListAndShow(t *testing.T) {
+	code, out, _ := runCLI("list")
+	if code != exitPass || strings.Count(out, "\n") < 15 {
+		t.Fatalf("list: %d\n%s", code, out)
+	}
+	code, out, _ = runCLI("show", "cooldown-v1.34")
+	if code != exitPass || !strings.Contains(out, "name: cooldown-v1.34") {
+		t.Fatalf("show: %d\n%s", code, out)
+	}
+}
+
+func TestTraceIsJSONLines(t *testing.T) {
+	code, out, _ := runCLI("trace", "cooldown-v1.34")
+	if code != exitPass {
+		t.Fatalf("code %d", code)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, `{"at":"`) {
+			t.Fatalf("not a trace line: %s", l)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim/trace"
+)
+
+// describe renders a result's failures the way the CLI does, so that a
+// failing spec says what was expected, what happened and when.
+func describe(res *scenarios.Result) string {
+	var b strings.Builder
+	for _, f := range res.Failures {
+		fmt.Fprintf(&b, "%s\n  expected: %s\n  got:      %s\n", f, f.Expected, f.Got)
+		for _, e := range f.Context {
+			b.WriteString("    " + trace.Line(e) + "\n")
+		}
+	}
+	return b.String()
+}
+
+var _ = Describe("the bundled scenario library", Label("library"), func() {
+	names := scenarios.LibraryNames()
+
+	It("holds at least fifteen scenarios", func() {
+		Expect(len(names)).To(BeNumerically(">=", 15))
+	})
+
+	for _, name := range names {
+		It("replays "+name+" on the fake dataplane", func() {
+			s, err := scenarios.LoadLibrary(name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(strings.TrimSpace(s.Description)).NotTo(BeEmpty(), "every bundled scenario tells its story")
+			res, err := scenarios.Replay(s, scenarios.Options{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Failures).To(BeEmpty(), describe(res))
+			Expect(res.Checks).To(BeNumerically(">", 0), "a scenario that checks nothing proves nothing")
+		})
+	}
+
+	It("replays every scenario to a byte-identical trace", func() {
+		for _, name := range names {
+			s, err := scenarios.LoadLibrary(name)
+			Expect(err).NotTo(HaveOccurred())
+			first, err := scenarios.Replay(s, scenarios.Options{})
+			Expect(err).NotTo(HaveOccurred())
+			again, err := scenarios.Replay(s, scenarios.Options{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(bytes.Equal(first.Trace.JSONL(), again.Trace.JSONL())).To(BeTrue(), name)
+		}
+	})
+})
