@@ -248,8 +248,8 @@ func printResult(w io.Writer, res *scenarios.Result, wall time.Duration, verbose
 	if !res.Passed() {
 		status = "FAIL"
 	}
-	fmt.Fprintf(w, "%s %s (%d checks, %d syncs, %v virtual in %v, %s dataplane)\n",
-		status, s.Name, res.Checks, len(res.Runs), s.Length(), wall.Round(time.Millisecond), res.Env)
+	fmt.Fprintf(w, "%s %s (%s, %s, %v virtual in %v, %s dataplane)\n",
+		status, s.Name, plural(res.Checks, "check"), plural(len(res.Runs), "sync"), s.Length(), wall.Round(time.Millisecond), res.Env)
 	for _, u := range res.Updated {
 		fmt.Fprintf(w, "  updated %s\n", u)
 	}
@@ -273,6 +273,13 @@ func printResult(w io.Writer, res *scenarios.Result, wall time.Duration, verbose
 			fmt.Fprintln(w, "    "+trace.Line(e))
 		}
 	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // lineDiff is a minimal line diff (longest common subsequence), enough to
@@ -302,12 +309,12 @@ func lineDiff(a, b string) []string {
 			out = append(out, "  "+x[i])
 			i++
 			j++
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			out = append(out, "+ "+y[j])
-			j++
-		default:
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
 			out = append(out, "- "+x[i])
 			i++
+		default:
+			out = append(out, "+ "+y[j])
+			j++
 		}
 	}
 	return out
