@@ -297,17 +297,7 @@ func (f *IPVS) SetTimeouts(t ipvs.Timeouts) error {
 func (f *IPVS) Timeouts() ipvs.Timeouts {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := ipvs.Timeouts{TCP: DefaultTCPTimeout, TCPFin: DefaultTCPFinTimeout, UDP: DefaultUDPTimeout}
-	if f.timeouts.TCP > 0 {
-		t.TCP = f.timeouts.TCP
-	}
-	if f.timeouts.TCPFin > 0 {
-		t.TCPFin = f.timeouts.TCPFin
-	}
-	if f.timeouts.UDP > 0 {
-		t.UDP = f.timeouts.UDP
-	}
-	return t
+	return f.timeoutsLocked()
 }
 
 // SetConnections replaces a real server's connections with active

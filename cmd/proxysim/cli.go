@@ -73,11 +73,7 @@ input (nothing was run), 3 the replay could not run.`,
 		Short: "Replay scenarios and check their expectations",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			factory, err := dataplaneFactory(dataplane)
-			if err != nil {
-				return fail(exitInvalid, err)
-			}
-			list, err := loadAll(args)
+			factory, list, err := prepare(dataplane, args)
 			if err != nil {
 				return err
 			}
@@ -126,11 +122,7 @@ input (nothing was run), 3 the replay could not run.`,
 		Short: "Replay one scenario and print its trace as JSON Lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			factory, err := dataplaneFactory(dataplane)
-			if err != nil {
-				return fail(exitInvalid, err)
-			}
-			list, err := loadAll(args)
+			factory, list, err := prepare(dataplane, args)
 			if err != nil {
 				return err
 			}
@@ -180,6 +172,20 @@ input (nothing was run), 3 the replay could not run.`,
 	}
 	root.AddCommand(replay, validate, traceCmd, list, show)
 	return root
+}
+
+// prepare resolves the dataplane and loads every scenario named, before
+// anything runs.
+func prepare(dataplane string, args []string) (scenarios.DataplaneFactory, []*scenarios.Scenario, error) {
+	factory, err := dataplaneFactory(dataplane)
+	if err != nil {
+		return nil, nil, fail(exitInvalid, err)
+	}
+	list, err := loadAll(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	return factory, list, nil
 }
 
 func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
