@@ -17,6 +17,7 @@ import (
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -107,6 +108,16 @@ func RunnerConfig(p Proxy) runner.Config {
 	return cfg
 }
 
+// versionAtLeast reports whether a kube-proxy version is 1.minor or later.
+func versionAtLeast(version string, minor int) bool {
+	v := strings.TrimPrefix(version, "v")
+	var major, m int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &m); err != nil {
+		return true
+	}
+	return major > 1 || m >= minor
+}
+
 // replayer holds one replay's state.
 type replayer struct {
 	s       *Scenario
@@ -163,15 +174,17 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	cfg := sim.Config{
 		Runner:       RunnerConfig(p),
+		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: !versionAtLeast(p.Version, 34)},
 		NodeName:     p.NodeName,
 		Zone:         p.Zone,
 		ResyncPeriod: resync,
 		Cost:         sim.CostModel{Fixed: p.SyncCost.Fixed.D(), PerService: p.SyncCost.PerService.D(), PerEndpoint: p.SyncCost.PerEndpoint.D()},
 		NewBackend: sim.IPVSBackend(ipvs.Config{
-			Scheduler: p.Scheduler,
-			StrictARP: p.StrictARP,
-			Timeouts:  ipvs.Timeouts{TCP: p.IPVSTimeouts.TCP.D(), TCPFin: p.IPVSTimeouts.TCPFin.D(), UDP: p.IPVSTimeouts.UDP.D()},
-			NodeIPs:   p.NodeIPs,
+			Scheduler:       p.Scheduler,
+			StrictARP:       p.StrictARP,
+			Timeouts:        ipvs.Timeouts{TCP: p.IPVSTimeouts.TCP.D(), TCPFin: p.IPVSTimeouts.TCPFin.D(), UDP: p.IPVSTimeouts.UDP.D()},
+			NodeIPs:         p.NodeIPs,
+			FailSyncOnError: p.SyncFailsOnError,
 		}, ipvs.WithFaults(env.Dataplane, r.faults)),
 	}
 	w, err := sim.NewWorld(cfg)

@@ -49,6 +49,10 @@ type Proxy struct {
 	IPVSTimeouts     IPVSTimeouts `yaml:"ipvsTimeouts"`
 	Kernel           string       `yaml:"kernel"`
 	SyncCost         SyncCost     `yaml:"syncCost"`
+	// SyncFailsOnError makes a failed dataplane operation fail the sync (as
+	// kube-proxy's iptables and nftables proxiers do); kube-proxy's IPVS
+	// proxier only logs it.
+	SyncFailsOnError bool `yaml:"syncFailsOnError"`
 	Src              Src
 }
 

@@ -23,6 +23,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -69,6 +70,8 @@ type Config struct {
 	NewBackend func(w *World) (proxy.Backend, error)
 	// Start is the virtual instant the world starts at (default vclock.Epoch).
 	Start time.Time
+	// Endpoints tunes endpoint conversion (node hints, by kube-proxy version).
+	Endpoints proxy.EndpointSliceTrackerOptions
 }
 
 // Run is one sync of the proxy, as the world saw it.
@@ -174,7 +177,7 @@ func (w *World) newProxy() error {
 		backend = &RecordingBackend{}
 	}
 	w.backend = backend
-	w.Proxier = proxy.NewProxier(w.cfg.Family, w.cfg.NodeName, w.cfg.Zone, backend)
+	w.Proxier = proxy.NewProxier(w.cfg.Family, w.cfg.NodeName, w.cfg.Zone, backend, w.cfg.Endpoints)
 	gen := w.gen
 	r, err := runner.New(w.cfg.Runner, w.Clock, func() error { return w.sync(gen) }, &runnerTrace{w: w})
 	if err != nil {
@@ -380,6 +383,11 @@ func nsName(obj any) [2]string {
 func (w *World) write(obj any, update bool) error {
 	ctx := context.Background()
 	var err error
+	if update && w.unchanged(obj) {
+		// Like the API server, an update that changes nothing is not
+		// written: no new resourceVersion, no watch event.
+		return nil
+	}
 	// Stamp a shallow copy: the caller's object is left alone, and the fake
 	// API server deep-copies what it stores.
 	switch o := obj.(type) {
@@ -411,6 +419,26 @@ func (w *World) write(obj any, update bool) error {
 	}
 	w.noteWrite(kindOf(obj), nsName(obj))
 	return w.await()
+}
+
+// unchanged reports whether obj equals the stored object but for its
+// resourceVersion.
+func (w *World) unchanged(obj any) bool {
+	cur, err := w.Get(kindOf(obj), nsName(obj))
+	if err != nil {
+		return false
+	}
+	switch o := obj.(type) {
+	case *v1.Service:
+		a, b := *o, *cur.(*v1.Service)
+		a.ResourceVersion, b.ResourceVersion = "", ""
+		return apiequality.Semantic.DeepEqual(&a, &b)
+	case *discovery.EndpointSlice:
+		a, b := *o, *cur.(*discovery.EndpointSlice)
+		a.ResourceVersion, b.ResourceVersion = "", ""
+		return apiequality.Semantic.DeepEqual(&a, &b)
+	}
+	return false
 }
 
 // noteWrite remembers when an object was written, so that its propagation

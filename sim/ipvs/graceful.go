@@ -73,37 +73,39 @@ func (m *GracefulTerminationManager) Pending() []string {
 	return out
 }
 
-// Cancel stops draining rs (its endpoint came back).
-func (m *GracefulTerminationManager) Cancel(vs VirtualServer, rs RealServer) {
+// Cancel takes rs out of graceful termination because its endpoint came
+// back: the draining real server is deleted now (the caller re-adds it at
+// weight 1). If the delete fails, rs stays listed and the error is returned.
+func (m *GracefulTerminationManager) Cancel(vs VirtualServer, rs RealServer) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.pending, gtKey(vs, rs))
-}
-
-// Forget drops every entry of a deleted virtual server.
-func (m *GracefulTerminationManager) Forget(vs VirtualServer) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, e := range m.pending {
-		if e.vs.Key() == vs.Key() {
-			delete(m.pending, k)
-		}
+	e, ok := m.pending[gtKey(vs, rs)]
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%s -> %s is not draining", vs.Key(), rs.Key())
 	}
+	err := m.h.DeleteRealServer(e.vs, e.rs)
+	m.observe(Op{Name: "delete-rs", Detail: fmt.Sprintf("%s -> %s (returned while draining)", vs.Key(), rs.Key()), Err: err})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.pending, gtKey(vs, rs))
+	m.mu.Unlock()
+	return nil
 }
 
-// Delete removes rs from vs now if it may go, else sets its weight to 0 and
-// drains it.
+// Delete removes rs from vs now if it may go (a connectionless protocol, or
+// no connections left), else sets its weight to 0 and drains it.
 func (m *GracefulTerminationManager) Delete(vs VirtualServer, rs RealServer) error {
 	if m.InProgress(vs, rs) {
 		return nil
 	}
-	gone, err := m.tryDelete(vs, rs)
-	if err != nil || gone {
-		return err
+	if gone, _ := m.tryDelete(vs, rs); gone {
+		return nil
 	}
 	quiet := rs
 	quiet.Weight = 0
-	err = m.h.UpdateRealServer(vs, quiet)
+	err := m.h.UpdateRealServer(vs, quiet)
 	m.observe(Op{Name: "update-rs", Detail: fmt.Sprintf("%s -> %s weight 0 (draining)", vs.Key(), rs.Key()), Err: err})
 	if err != nil {
 		return err
@@ -114,8 +116,9 @@ func (m *GracefulTerminationManager) Delete(vs VirtualServer, rs RealServer) err
 	return nil
 }
 
-// tryDelete deletes rs if it is connectionless or has no connections left,
-// reporting whether it is gone (also when it no longer exists).
+// tryDelete deletes rs if it may go and reports whether it is gone. As in
+// kube-proxy, a real server that is no longer there counts as gone (with an
+// error), while a virtual server that cannot be listed keeps the entry.
 func (m *GracefulTerminationManager) tryDelete(vs VirtualServer, rs RealServer) (bool, error) {
 	dsts, err := m.h.RealServers(vs)
 	if err != nil {
@@ -132,7 +135,7 @@ func (m *GracefulTerminationManager) tryDelete(vs VirtualServer, rs RealServer) 
 		m.observe(Op{Name: "delete-rs", Detail: vs.Key() + " -> " + rs.Key(), Err: err})
 		return err == nil, err
 	}
-	return true, nil
+	return true, fmt.Errorf("real server %s -> %s not found", vs.Key(), rs.Key())
 }
 
 // Check deletes every draining real server whose connections have closed.

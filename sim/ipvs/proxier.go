@@ -25,6 +25,11 @@ type Config struct {
 	Timeouts  Timeouts
 	// NodeIPs are the addresses NodePort virtual servers listen on.
 	NodeIPs []string
+	// FailSyncOnError makes a sync with a failed dataplane operation a
+	// failed run, so the runner's retry rules apply. kube-proxy's IPVS
+	// proxier never does this (it logs the failure and reports success); its
+	// iptables and nftables proxiers fail the sync when a restore fails.
+	FailSyncOnError bool
 }
 
 // Op is one dataplane operation, reported to an observer.
@@ -148,7 +153,7 @@ func (p *Proxier) desired(s *proxy.SyncState) (map[string]*desiredVS, map[string
 }
 
 // Sync programs IPVS to match the state. Every failed operation is recorded
-// and the sync carries on; the sync fails if any did.
+// and the sync carries on; with FailSyncOnError the sync then fails.
 func (p *Proxier) Sync(s *proxy.SyncState) error {
 	var errs []error
 	do := func(name, detail string, err error) {
@@ -174,14 +179,27 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	// An address is bound only once its virtual server is in place; one
+	// whose virtual server failed stays wanted (never unbound) but unbound
+	// until a later sync succeeds.
+	bindNow := map[string]bool{}
 	for _, k := range keys {
 		d := want[k]
 		cur, exists := have[k]
+		var err error
 		switch {
 		case !exists:
-			do("add-vs", d.vs.String(), p.dp.IPVS.AddVirtualServer(d.vs))
+			err = p.dp.IPVS.AddVirtualServer(d.vs)
+			do("add-vs", d.vs.String(), err)
 		case cur != d.vs:
-			do("update-vs", d.vs.String(), p.dp.IPVS.UpdateVirtualServer(d.vs))
+			err = p.dp.IPVS.UpdateVirtualServer(d.vs)
+			do("update-vs", d.vs.String(), err)
+		}
+		if err != nil {
+			continue // as kube-proxy: no real servers for a virtual server that failed
+		}
+		if d.bind {
+			bindNow[d.vs.Address] = true
 		}
 		p.syncRealServers(d, do)
 	}
@@ -195,12 +213,16 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 	}
 	sort.Strings(stale)
 	for _, k := range stale {
+		// Draining entries of a deleted virtual server stay listed, as in
+		// kube-proxy, until a check fails to find them.
 		do("delete-vs", have[k].String(), p.dp.IPVS.DeleteVirtualServer(have[k]))
-		p.graceful.Forget(have[k])
 	}
-	p.syncAddresses(binds, do)
+	p.syncAddresses(binds, bindNow, do)
 	p.initialSync = false
-	return errors.Join(errs...)
+	if p.cfg.FailSyncOnError {
+		return errors.Join(errs...)
+	}
+	return nil
 }
 
 func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) {
@@ -218,21 +240,32 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	// On the first sync after a restart, kube-proxy re-sets every wanted real
+	// server that exists once for each existing real server of the virtual
+	// server whose weight is not 1: the end state is weight 1 everywhere.
+	mismatched := 0
+	if p.initialSync {
+		for _, rs := range cur {
+			if rs.Weight != 1 {
+				mismatched++
+			}
+		}
+	}
 	for _, k := range keys {
 		rs := d.dsts[k]
-		if old, ok := have[k]; ok {
-			if p.initialSync && old.Weight != rs.Weight {
-				// Weights left by an earlier run (say, 0 from a graceful
-				// termination it never finished) are reset on the first sync.
-				do("update-rs", d.vs.Key()+" -> "+rs.Key()+" weight 1", p.dp.IPVS.UpdateRealServer(d.vs, rs))
-				continue
+		if _, ok := have[k]; ok {
+			for i := 0; i < mismatched; i++ {
+				do("update-rs", d.vs.Key()+" -> "+rs.Key()+" weight 1 (first sync)", p.dp.IPVS.UpdateRealServer(d.vs, rs))
 			}
 			if !p.graceful.InProgress(d.vs, rs) {
 				continue
 			}
-			// The endpoint came back while draining: delete and re-add it.
-			p.graceful.Cancel(d.vs, rs)
-			do("delete-rs", d.vs.Key()+" -> "+rs.Key()+" (returned while terminating)", p.dp.IPVS.DeleteRealServer(d.vs, old))
+			// The endpoint came back while draining: delete it now and add
+			// it again below; if the delete fails, it is not re-added.
+			if err := p.graceful.Cancel(d.vs, rs); err != nil {
+				do("cancel-draining", d.vs.Key()+" -> "+rs.Key(), err)
+				continue
+			}
 		}
 		do("add-rs", d.vs.Key()+" -> "+rs.Key()+fmt.Sprintf(" weight %d", rs.Weight), p.dp.IPVS.AddRealServer(d.vs, rs))
 	}
@@ -250,7 +283,9 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 	}
 }
 
-func (p *Proxier) syncAddresses(binds map[string]bool, do func(string, string, error)) {
+// syncAddresses binds the addresses in bindNow that are not bound yet and
+// unbinds every bound address that is not wanted at all.
+func (p *Proxier) syncAddresses(wanted, bindNow map[string]bool, do func(string, string, error)) {
 	cur, err := p.dp.Addresses.Addresses(DummyDevice)
 	if err != nil {
 		do("list-addresses", DummyDevice, err)
@@ -260,8 +295,8 @@ func (p *Proxier) syncAddresses(binds map[string]bool, do func(string, string, e
 	for _, a := range cur {
 		have[a] = true
 	}
-	want := make([]string, 0, len(binds))
-	for a := range binds {
+	want := make([]string, 0, len(bindNow))
+	for a := range bindNow {
 		want = append(want, a)
 	}
 	sort.Strings(want)
@@ -272,7 +307,7 @@ func (p *Proxier) syncAddresses(binds map[string]bool, do func(string, string, e
 	}
 	sort.Strings(cur)
 	for _, a := range cur {
-		if !binds[a] {
+		if !wanted[a] {
 			do("unbind", a+" dev "+DummyDevice, p.dp.Addresses.Unbind(DummyDevice, a))
 		}
 	}

@@ -98,26 +98,32 @@ TCP  192.168.0.10:30080 rr
 	}
 }
 
-func TestFailedOperationFailsTheSync(t *testing.T) {
-	faults := &ipvs.Faults{}
-	dp, _, _, _ := fakes.Dataplane("6.1.0")
-	w := sim.New(t, sim.Config{
-		Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
-		NewBackend: sim.IPVSBackend(ipvs.Config{}, ipvs.WithFaults(dp, faults)),
-	})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	faults.FailNext(1)
-	w.At(time.Second, func() { _ = w.Create(fakes.Service("default", "a", "10.96.0.1", 80)) })
-	w.RunUntil(5 * time.Second)
-	var failed bool
-	for _, e := range w.Trace.Events() {
-		if e.Kind == "run.end" && strings.Contains(e.Err, "injected") {
-			failed = true
+// kube-proxy's IPVS proxier logs a failed operation and reports success;
+// with FailSyncOnError the sync fails, as in the iptables proxier.
+func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
+	for _, failSync := range []bool{false, true} {
+		faults := &ipvs.Faults{}
+		dp, _, _, _ := fakes.Dataplane("6.1.0")
+		w := sim.New(t, sim.Config{
+			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
+			NewBackend: sim.IPVSBackend(ipvs.Config{FailSyncOnError: failSync}, ipvs.WithFaults(dp, faults)),
+		})
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !failed {
-		t.Fatalf("sync with a failed operation did not fail:\n%s", w.Trace.JSONL())
+		faults.FailNext(1)
+		w.At(time.Second, func() { _ = w.Create(fakes.Service("default", "a", "10.96.0.1", 80)) })
+		w.RunUntil(5 * time.Second)
+		var opFailed, runFailed bool
+		for _, e := range w.Trace.Events() {
+			opFailed = opFailed || (e.Kind == "dataplane" && strings.Contains(e.Err, "injected"))
+			runFailed = runFailed || (e.Kind == "run.end" && strings.Contains(e.Err, "injected"))
+		}
+		if !opFailed || runFailed != failSync {
+			t.Fatalf("FailSyncOnError=%v: operation failed %v, run failed %v\n%s", failSync, opFailed, runFailed, w.Trace.JSONL())
+		}
+		if a, _ := dp.Addresses.Addresses(ipvs.DummyDevice); len(a) != 0 {
+			t.Fatalf("address bound although its virtual server failed: %v", a)
+		}
 	}
 }

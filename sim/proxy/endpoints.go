@@ -13,33 +13,48 @@ import (
 
 // Endpoint is one backend of one service port.
 type Endpoint struct {
-	IP          string
+	IP          string // canonical text form
 	Port        int32
 	Ready       bool
 	Serving     bool
 	Terminating bool
 	NodeName    string
 	Zone        string
-	ZoneHints   []string
-	NodeHints   []string
+	ZoneHints   []string // sorted, deduplicated
+	NodeHints   []string // sorted, deduplicated
 	IsLocal     bool
 }
 
 // String is the endpoint's IP:port, its identity within a service port.
 func (e *Endpoint) String() string { return HostPort(e.IP, e.Port) }
 
-// EndpointsMap is the applied endpoint state of a proxier.
+// EndpointsMap is the applied endpoint state of a proxier. Each list is
+// sorted by IP:port text.
 type EndpointsMap map[ServicePortName][]*Endpoint
 
-// sliceData is one EndpointSlice, reduced to what the proxy uses.
+// sliceData is one EndpointSlice as last seen: the object itself, whose
+// every change counts (as in kube-proxy, where a new resourceVersion alone is
+// a change), and its endpoints by service port.
 type sliceData struct {
+	slice  *discovery.EndpointSlice
 	remove bool
 	ports  map[ServicePortName][]*Endpoint
+}
+
+func (d *sliceData) sameAs(o *sliceData) bool {
+	return d.remove == o.remove && reflect.DeepEqual(d.slice, o.slice)
 }
 
 type serviceSlices struct {
 	applied map[string]*sliceData
 	pending map[string]*sliceData
+}
+
+// EndpointSliceTrackerOptions tune endpoint conversion.
+type EndpointSliceTrackerOptions struct {
+	// IgnoreNodeHints drops node hints, as kube-proxy did before the
+	// PreferSameTrafficDistribution feature (on by default from v1.34).
+	IgnoreNodeHints bool
 }
 
 // EndpointSliceTracker batches EndpointSlice changes between syncs. Slices
@@ -48,14 +63,16 @@ type serviceSlices struct {
 type EndpointSliceTracker struct {
 	family   Family
 	nodeName string
+	opts     EndpointSliceTrackerOptions
 	mu       sync.Mutex
 	services map[types.NamespacedName]*serviceSlices
 	dirty    map[types.NamespacedName]bool // services with pending slices
 }
 
 // NewEndpointSliceTracker returns a tracker for one IP family on one node.
-func NewEndpointSliceTracker(family Family, nodeName string) *EndpointSliceTracker {
-	return &EndpointSliceTracker{family: family, nodeName: nodeName, services: map[types.NamespacedName]*serviceSlices{}, dirty: map[types.NamespacedName]bool{}}
+func NewEndpointSliceTracker(family Family, nodeName string, opts EndpointSliceTrackerOptions) *EndpointSliceTracker {
+	return &EndpointSliceTracker{family: family, nodeName: nodeName, opts: opts,
+		services: map[types.NamespacedName]*serviceSlices{}, dirty: map[types.NamespacedName]bool{}}
 }
 
 func (t *EndpointSliceTracker) addressType() discovery.AddressType {
@@ -66,20 +83,20 @@ func (t *EndpointSliceTracker) addressType() discovery.AddressType {
 }
 
 // Update records a slice added or changed (remove false) or deleted (remove
-// true) and reports whether that changed anything pending.
+// true) and reports whether that changed what is pending: a slice identical
+// to the pending (else applied) copy, a slice of another address type, and
+// the deletion of a slice never seen change nothing. A slice without the
+// service-name label is ignored with ErrNoServiceName.
 func (t *EndpointSliceTracker) Update(slice *discovery.EndpointSlice, remove bool) (bool, error) {
 	if slice.AddressType != t.addressType() {
 		return false, nil
 	}
 	svcName := slice.Labels[discovery.LabelServiceName]
-	if svcName == "" {
+	if svcName == "" || slice.Namespace == "" || slice.Name == "" {
 		return false, ErrNoServiceName
 	}
 	key := types.NamespacedName{Namespace: slice.Namespace, Name: svcName}
-	data := &sliceData{remove: remove}
-	if !remove {
-		data.ports = t.convert(slice, key)
-	}
+	data := &sliceData{slice: slice, remove: remove}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ss, ok := t.services[key]
@@ -92,62 +109,114 @@ func (t *EndpointSliceTracker) Update(slice *discovery.EndpointSlice, remove boo
 		known = ss.applied[slice.Name]
 	}
 	switch {
+	case known != nil && known.sameAs(data):
+		return false, nil
 	case known == nil && remove:
 		return false, nil // deleting a slice we never had
-	case known != nil && reflect.DeepEqual(known, data):
-		return false, nil
+	}
+	if !remove {
+		data.ports = t.convert(slice, key)
 	}
 	ss.pending[slice.Name] = data
 	t.dirty[key] = true
 	return true, nil
 }
 
+// convert extracts a slice's endpoints per service port. Ports without a
+// name or a number are ignored, as are endpoints without an address; within
+// a slice, a later copy of an endpoint replaces an earlier one unless it is
+// terminating.
 func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types.NamespacedName) map[ServicePortName][]*Endpoint {
 	out := map[ServicePortName][]*Endpoint{}
 	for _, port := range slice.Ports {
-		if port.Port == nil {
+		if port.Name == nil || port.Port == nil || *port.Port == 0 {
 			continue
 		}
-		name := ""
-		if port.Name != nil {
-			name = *port.Name
-		}
-		proto := v1.ProtocolTCP
+		proto := v1.ProtocolTCP // the API server's default
 		if port.Protocol != nil {
 			proto = *port.Protocol
 		}
-		spn := ServicePortName{NamespacedName: svc, Port: name, Protocol: proto}
-		var eps []*Endpoint
-		for i := range slice.Endpoints {
-			ep := &slice.Endpoints[i]
-			if len(ep.Addresses) == 0 || net.ParseIP(ep.Addresses[0]) == nil {
-				continue
+		spn := ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
+		out[spn] = addEndpoints(out[spn], t.endpoints(slice, *port.Port))
+	}
+	for _, eps := range out {
+		sortEndpoints(eps)
+	}
+	return out
+}
+
+func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port int32) []*Endpoint {
+	eps := make([]*Endpoint, 0, len(slice.Endpoints))
+	for i := range slice.Endpoints {
+		ep := &slice.Endpoints[i]
+		if len(ep.Addresses) == 0 {
+			continue
+		}
+		ip := net.ParseIP(ep.Addresses[0])
+		if ip == nil {
+			continue
+		}
+		e := &Endpoint{
+			IP:          ip.String(),
+			Port:        port,
+			Ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
+			Serving:     ep.Conditions.Serving == nil || *ep.Conditions.Serving,
+			Terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
+		}
+		if ep.NodeName != nil {
+			e.NodeName = *ep.NodeName
+			e.IsLocal = t.nodeName != "" && e.NodeName == t.nodeName
+		}
+		if ep.Zone != nil {
+			e.Zone = *ep.Zone
+		}
+		if h := ep.Hints; h != nil {
+			for _, z := range h.ForZones {
+				e.ZoneHints = append(e.ZoneHints, z.Name)
 			}
-			e := &Endpoint{
-				IP:          ep.Addresses[0],
-				Port:        *port.Port,
-				Ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
-				Serving:     ep.Conditions.Serving == nil || *ep.Conditions.Serving,
-				Terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
-			}
-			if ep.NodeName != nil {
-				e.NodeName = *ep.NodeName
-				e.IsLocal = e.NodeName == t.nodeName
-			}
-			if ep.Zone != nil {
-				e.Zone = *ep.Zone
-			}
-			if h := ep.Hints; h != nil {
-				for _, z := range h.ForZones {
-					e.ZoneHints = append(e.ZoneHints, z.Name)
-				}
+			if !t.opts.IgnoreNodeHints {
 				for _, n := range h.ForNodes {
 					e.NodeHints = append(e.NodeHints, n.Name)
 				}
 			}
-			eps = append(eps, e)
+			e.ZoneHints, e.NodeHints = uniqueSorted(e.ZoneHints), uniqueSorted(e.NodeHints)
 		}
-		out[spn] = dedupSorted(eps)
+		eps = append(eps, e)
+	}
+	return eps
+}
+
+// addEndpoints adds eps to set, in order: a new endpoint is added; a copy of
+// one already there replaces it unless the copy is terminating.
+func addEndpoints(set, eps []*Endpoint) []*Endpoint {
+	for _, e := range eps {
+		replaced := false
+		for i, have := range set {
+			if have.String() == e.String() {
+				if !e.Terminating {
+					set[i] = e
+				}
+				replaced = true
+				break
+			}
+		}
+		if !replaced {
+			set = append(set, e)
+		}
+	}
+	return set
+}
+
+func uniqueSorted(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	sort.Strings(s)
+	out := s[:1]
+	for _, x := range s[1:] {
+		if x != out[len(out)-1] {
+			out = append(out, x)
+		}
 	}
 	return out
 }
@@ -168,7 +237,7 @@ type endpointsChange struct {
 func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChange {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := map[types.NamespacedName]endpointsChange{}
+	out := make(map[types.NamespacedName]endpointsChange, len(t.dirty))
 	for name := range t.dirty {
 		ss := t.services[name]
 		prev := merge(ss.applied)
@@ -189,13 +258,13 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 	return out
 }
 
-// merge joins a service's slices, in slice-name order. An endpoint listed in
-// more than one slice appears once, preferring a copy that is not
-// terminating.
+// merge joins a service's slices in slice-name order, under the same rule as
+// within a slice: a later copy of an endpoint wins unless it is terminating.
+// Each list comes out sorted by IP:port text.
 func merge(slices map[string]*sliceData) EndpointsMap {
 	if len(slices) == 1 {
-		// The common case: one slice, whose endpoint lists are sorted at
-		// conversion and never mutated, so they can be shared.
+		// The common case: one slice, whose lists are sorted at conversion
+		// and never mutated afterwards, so they can be shared.
 		for _, d := range slices {
 			out := make(EndpointsMap, len(d.ports))
 			for spn, eps := range d.ports {
@@ -212,26 +281,9 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 	}
 	sort.Strings(names)
 	out := EndpointsMap{}
-	index := map[ServicePortName]map[string]int{}
 	for _, n := range names {
 		for spn, eps := range slices[n].ports {
-			if index[spn] == nil {
-				index[spn] = map[string]int{}
-				if _, ok := out[spn]; !ok {
-					out[spn] = nil
-				}
-			}
-			for _, e := range eps {
-				k := e.String()
-				if i, dup := index[spn][k]; dup {
-					if out[spn][i].Terminating && !e.Terminating {
-						out[spn][i] = e
-					}
-					continue
-				}
-				index[spn][k] = len(out[spn])
-				out[spn] = append(out[spn], e)
-			}
+			out[spn] = addEndpoints(append([]*Endpoint(nil), out[spn]...), eps)
 		}
 	}
 	for spn, eps := range out {
@@ -239,52 +291,19 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 			delete(out, spn)
 			continue
 		}
-		sort.SliceStable(eps, func(i, j int) bool { return lessEndpoint(eps[i], eps[j]) })
+		sortEndpoints(eps)
 	}
 	return out
 }
 
-// dedupSorted sorts endpoints by address and keeps one per IP:port,
-// preferring a copy that is not terminating.
-func dedupSorted(eps []*Endpoint) []*Endpoint {
-	sort.SliceStable(eps, func(i, j int) bool { return lessEndpoint(eps[i], eps[j]) })
-	out := eps[:0]
-	for _, e := range eps {
-		if n := len(out); n > 0 && out[n-1].String() == e.String() {
-			if out[n-1].Terminating && !e.Terminating {
-				out[n-1] = e
-			}
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-func lessEndpoint(a, b *Endpoint) bool {
-	ai, bi := net.ParseIP(a.IP), net.ParseIP(b.IP)
-	if c := compareIP(ai, bi); c != 0 {
-		return c < 0
-	}
-	return a.Port < b.Port
-}
-
-func compareIP(a, b net.IP) int {
-	a16, b16 := a.To16(), b.To16()
-	for i := range a16 {
-		if a16[i] != b16[i] {
-			if a16[i] < b16[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
+func sortEndpoints(eps []*Endpoint) {
+	sort.Slice(eps, func(i, j int) bool { return eps[i].String() < eps[j].String() })
 }
 
 // EndpointsMapResult says what an Update of an EndpointsMap changed.
 type EndpointsMapResult struct {
-	// Updated lists the services whose endpoints changed, sorted.
+	// Updated lists the services that had slice changes pending, sorted
+	// (their endpoints may have ended up the same).
 	Updated []types.NamespacedName
 }
 
@@ -293,9 +312,6 @@ type EndpointsMapResult struct {
 func (m EndpointsMap) Update(t *EndpointSliceTracker) EndpointsMapResult {
 	var res EndpointsMapResult
 	for name, ch := range t.checkout() {
-		if reflect.DeepEqual(ch.previous, ch.current) {
-			continue
-		}
 		res.Updated = append(res.Updated, name)
 		for spn := range ch.previous {
 			delete(m, spn)

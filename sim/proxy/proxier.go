@@ -51,10 +51,10 @@ type Proxier struct {
 }
 
 // NewProxier builds a proxier for one IP family on one node.
-func NewProxier(family Family, nodeName, zone string, backend Backend) *Proxier {
+func NewProxier(family Family, nodeName, zone string, backend Backend, opts EndpointSliceTrackerOptions) *Proxier {
 	return &Proxier{
 		services:  NewServiceChangeTracker(family),
-		endpoints: NewEndpointSliceTracker(family, nodeName),
+		endpoints: NewEndpointSliceTracker(family, nodeName, opts),
 		svcMap:    ServiceMap{},
 		epMap:     EndpointsMap{},
 		backend:   backend,

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,11 +33,12 @@ func (n ServicePortName) String() string {
 	return n.NamespacedName.String() + ":" + n.Port
 }
 
-// DefaultAffinityTimeout is the ClientIP affinity timeout when none is set
-// (three hours, as in the API's default).
+// DefaultAffinityTimeout is the ClientIP affinity timeout the API server
+// defaults (three hours), used when a service gives none.
 const DefaultAffinityTimeout = 10800
 
 // ServicePort is what a proxy needs to know about one service port.
+// Addresses are in canonical text form.
 type ServicePort struct {
 	ClusterIP               net.IP
 	Port                    int32
@@ -49,14 +51,25 @@ type ServicePort struct {
 	ExternalPolicyLocal     bool
 	InternalPolicyLocal     bool
 	HealthCheckNodePort     int32
-	// UsesTopology is true when the service opts in to topology-aware routing
-	// (the topology-mode annotation or trafficDistribution).
-	UsesTopology bool
 }
 
 // ExternallyAccessible reports whether the port has any external entry point.
 func (p *ServicePort) ExternallyAccessible() bool {
 	return p.NodePort != 0 || len(p.ExternalIPs) > 0 || len(p.LoadBalancerIPs) > 0
+}
+
+// UsesClusterEndpoints reports whether any traffic to the port may go to
+// endpoints anywhere: internal traffic with a Cluster policy, or external
+// traffic at all (a Local external policy still short-circuits traffic from
+// inside the cluster to every endpoint).
+func (p *ServicePort) UsesClusterEndpoints() bool {
+	return !p.InternalPolicyLocal || p.ExternallyAccessible()
+}
+
+// UsesLocalEndpoints reports whether any traffic to the port is restricted
+// to endpoints on this node.
+func (p *ServicePort) UsesLocalEndpoints() bool {
+	return p.InternalPolicyLocal || (p.ExternalPolicyLocal && p.ExternallyAccessible())
 }
 
 // ServicePortMap holds every port of a set of services.
@@ -65,16 +78,13 @@ type ServicePortMap map[ServicePortName]*ServicePort
 // Family is the IP family a proxier serves.
 type Family = v1.IPFamily
 
-// ShouldSkipService reports whether a proxy of family ignores the service:
-// headless, ExternalName, or without a cluster IP of that family.
-func ShouldSkipService(svc *v1.Service, family Family) bool {
-	if svc.Spec.Type == v1.ServiceTypeExternalName {
-		return true
-	}
+// ShouldSkipService reports whether every proxy ignores the service: no
+// cluster IP (headless or unset), or ExternalName.
+func ShouldSkipService(svc *v1.Service) bool {
 	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == v1.ClusterIPNone {
 		return true
 	}
-	return clusterIPOf(svc, family) == nil
+	return svc.Spec.Type == v1.ServiceTypeExternalName
 }
 
 func isFamily(ip net.IP, family Family) bool {
@@ -87,65 +97,91 @@ func isFamily(ip net.IP, family Family) bool {
 	return ip.To4() != nil
 }
 
-func clusterIPOf(svc *v1.Service, family Family) net.IP {
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	for _, s := range ips {
-		if ip := net.ParseIP(s); isFamily(ip, family) {
+// ClusterIPOf is the service's cluster IP of one family: from clusterIPs,
+// matched by position with ipFamilies when those are set, else the single
+// clusterIP if it is of that family. Empty when there is none.
+func ClusterIPOf(svc *v1.Service, family Family) string {
+	if len(svc.Spec.IPFamilies) == 0 {
+		ip := svc.Spec.ClusterIP
+		if ip == "" || ip == v1.ClusterIPNone {
+			return ""
+		}
+		if isFamily(net.ParseIP(ip), family) || (family == v1.IPv4Protocol && net.ParseIP(ip) == nil) {
 			return ip
 		}
+		return ""
 	}
-	return nil
+	for i, f := range svc.Spec.IPFamilies {
+		if f == family && i < len(svc.Spec.ClusterIPs) {
+			return svc.Spec.ClusterIPs[i]
+		}
+	}
+	return ""
 }
 
+// filterFamily keeps the parseable addresses of one family, canonicalized.
 func filterFamily(addrs []string, family Family) []string {
 	var out []string
 	for _, a := range addrs {
-		if isFamily(net.ParseIP(a), family) {
-			out = append(out, a)
+		if ip := net.ParseIP(strings.TrimSpace(a)); isFamily(ip, family) {
+			out = append(out, ip.String())
 		}
 	}
 	return out
 }
 
-// topologyAnnotation and its deprecated predecessor opt a service in to
-// topology-aware routing.
-const (
-	topologyModeAnnotation  = "service.kubernetes.io/topology-mode"
-	topologyHintsAnnotation = "service.kubernetes.io/topology-aware-hints"
-)
+// externallyAccessible is the API's notion: a NodePort or LoadBalancer
+// service, or a ClusterIP service with external IPs.
+func externallyAccessible(svc *v1.Service) bool {
+	switch svc.Spec.Type {
+	case v1.ServiceTypeLoadBalancer, v1.ServiceTypeNodePort:
+		return true
+	case v1.ServiceTypeClusterIP:
+		return len(svc.Spec.ExternalIPs) > 0
+	}
+	return false
+}
 
 // ServicePorts converts a Service into its ports for one IP family; nil when
-// the service is skipped.
+// the service is skipped or has no cluster IP of that family.
 func ServicePorts(svc *v1.Service, family Family) ServicePortMap {
-	if svc == nil || ShouldSkipService(svc, family) {
+	if svc == nil || ShouldSkipService(svc) {
 		return nil
 	}
+	clusterIP := ClusterIPOf(svc, family)
+	if clusterIP == "" {
+		return nil
+	}
+	externalLocal := externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
+	var lbIPs []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		// An ingress in Proxy mode is a load balancer that proxies: the
+		// proxy programs nothing for its address.
+		if in.IP == "" || (in.IPMode != nil && *in.IPMode != v1.LoadBalancerIPModeVIP) {
+			continue
+		}
+		lbIPs = append(lbIPs, in.IP)
+	}
+	lbIPs = filterFamily(lbIPs, family)
+	externalIPs := filterFamily(svc.Spec.ExternalIPs, family)
 	m := make(ServicePortMap, len(svc.Spec.Ports))
 	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
 		proto := sp.Protocol
 		if proto == "" {
-			proto = v1.ProtocolTCP
+			proto = v1.ProtocolTCP // the API server's default
 		}
 		p := &ServicePort{
-			ClusterIP:   clusterIPOf(svc, family),
-			Port:        sp.Port,
-			Protocol:    proto,
-			NodePort:    sp.NodePort,
-			ExternalIPs: filterFamily(svc.Spec.ExternalIPs, family),
-		}
-		if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
-			var ing []string
-			for _, in := range svc.Status.LoadBalancer.Ingress {
-				if in.IP != "" {
-					ing = append(ing, in.IP)
-				}
-			}
-			p.LoadBalancerIPs = filterFamily(ing, family)
+			ClusterIP:           net.ParseIP(clusterIP),
+			Port:                sp.Port,
+			Protocol:            proto,
+			NodePort:            sp.NodePort,
+			ExternalIPs:         externalIPs,
+			LoadBalancerIPs:     lbIPs,
+			ExternalPolicyLocal: externalLocal,
+			InternalPolicyLocal: internalLocal,
 		}
 		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
 			p.SessionAffinityClientIP = true
@@ -154,17 +190,11 @@ func ServicePorts(svc *v1.Service, family Family) ServicePortMap {
 				p.StickyMaxAgeSeconds = *c.ClientIP.TimeoutSeconds
 			}
 		}
-		external := svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
-		p.ExternalPolicyLocal = external && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
-		p.InternalPolicyLocal = svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
-		if p.ExternalPolicyLocal {
+		// Only a LoadBalancer with a Local external policy has a health
+		// check node port.
+		if svc.Spec.Type == v1.ServiceTypeLoadBalancer && externalLocal {
 			p.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 		}
-		mode := svc.Annotations[topologyModeAnnotation]
-		if mode == "" {
-			mode = svc.Annotations[topologyHintsAnnotation]
-		}
-		p.UsesTopology = (mode != "" && mode != "disabled" && mode != "Disabled") || svc.Spec.TrafficDistribution != nil
 		m[ServicePortName{NamespacedName: name, Port: sp.Name, Protocol: proto}] = p
 	}
 	return m

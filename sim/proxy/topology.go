@@ -1,84 +1,127 @@
 package proxy
 
-// Selection is the endpoints a service port sends traffic to.
+// Selection is a service port's usable endpoints.
 type Selection struct {
-	// Cluster serves traffic with a Cluster policy; Local with a Local one.
+	// Cluster is for traffic under a Cluster policy; nil when the port never
+	// uses Cluster endpoints.
 	Cluster []*Endpoint
-	Local   []*Endpoint
-	// HasLocalReady is true when the node has a ready local endpoint (what
-	// the health-check node port reports).
-	HasLocalReady bool
+	// Local is for traffic under a Local policy; nil when the port never
+	// uses Local endpoints, or has none.
+	Local []*Endpoint
+	// HasAnyEndpoints is true when some endpoint anywhere can take traffic.
+	HasAnyEndpoints bool
 }
 
-// SelectEndpoints picks a service port's cluster and local endpoint sets.
+// Topology modes chosen from hints.
+const (
+	topologyNone     = ""
+	topologySameNode = "PreferSameNode"
+	topologySameZone = "PreferSameZone"
+)
+
+// SelectEndpoints splits a service port's endpoints into the cluster and
+// local sets.
 //
-// Cluster: the ready endpoints, narrowed by topology hints when the service
-// uses them (same node if every ready endpoint has node hints and one names
-// this node, else same zone under the same rule for zone hints); if there
-// are none, the serving and terminating ones. Local: the local ready
-// endpoints, else the local serving and terminating ones.
+// Usable means ready; with no ready endpoint, serving and terminating (for
+// the cluster and local sets independently). The cluster set is also
+// narrowed by topology hints: to this node's when every ready endpoint has
+// node hints and one names this node, else to this zone's under the same
+// rule for zone hints, else not at all.
 func SelectEndpoints(svc *ServicePort, eps []*Endpoint, nodeName, zone string) Selection {
 	var sel Selection
-	var ready, readyLocal, termServing, termServingLocal []*Endpoint
+	if len(eps) == 0 {
+		return sel
+	}
+	if svc.UsesClusterEndpoints() {
+		mode := topologyMode(eps, nodeName, zone)
+		for _, e := range eps {
+			if e.Ready && forTopology(e, mode, nodeName, zone) {
+				sel.Cluster = append(sel.Cluster, e)
+			}
+		}
+		if len(sel.Cluster) == 0 {
+			for _, e := range eps {
+				if e.Serving && e.Terminating {
+					sel.Cluster = append(sel.Cluster, e)
+				}
+			}
+		}
+		if sel.Cluster == nil {
+			sel.Cluster = []*Endpoint{}
+		}
+		sel.HasAnyEndpoints = len(sel.Cluster) > 0
+	}
+	if !svc.UsesLocalEndpoints() {
+		return sel
+	}
+	var localReady, localTerminating bool
 	for _, e := range eps {
 		switch {
 		case e.Ready:
-			ready = append(ready, e)
-			if e.IsLocal {
-				readyLocal = append(readyLocal, e)
-			}
+			sel.HasAnyEndpoints = true
+			localReady = localReady || e.IsLocal
 		case e.Serving && e.Terminating:
-			termServing = append(termServing, e)
-			if e.IsLocal {
-				termServingLocal = append(termServingLocal, e)
-			}
+			sel.HasAnyEndpoints = true
+			localTerminating = localTerminating || e.IsLocal
 		}
 	}
-	sel.HasLocalReady = len(readyLocal) > 0
-	sel.Cluster = ready
-	if svc.UsesTopology {
-		sel.Cluster = byHints(ready, nodeName, zone)
-	}
-	if len(sel.Cluster) == 0 {
-		sel.Cluster = termServing
-	}
-	sel.Local = readyLocal
-	if len(sel.Local) == 0 {
-		sel.Local = termServingLocal
+	for _, e := range eps {
+		switch {
+		case localReady && e.IsLocal && e.Ready:
+			sel.Local = append(sel.Local, e)
+		case !localReady && localTerminating && e.IsLocal && e.Serving && e.Terminating:
+			sel.Local = append(sel.Local, e)
+		}
 	}
 	return sel
 }
 
-func byHints(ready []*Endpoint, nodeName, zone string) []*Endpoint {
-	if len(ready) == 0 {
-		return ready
-	}
-	if out, ok := filterHints(ready, nodeName, func(e *Endpoint) []string { return e.NodeHints }); ok {
-		return out
-	}
-	if zone != "" {
-		if out, ok := filterHints(ready, zone, func(e *Endpoint) []string { return e.ZoneHints }); ok {
-			return out
+func topologyMode(eps []*Endpoint, nodeName, zone string) string {
+	anyReady := false
+	allNode, forNode := true, false
+	allZone, forZone := true, false
+	for _, e := range eps {
+		if !e.Ready {
+			continue
+		}
+		anyReady = true
+		if len(e.NodeHints) == 0 {
+			allNode = false
+		} else if contains(e.NodeHints, nodeName) {
+			forNode = true
+		}
+		if len(e.ZoneHints) == 0 {
+			allZone = false
+		} else if contains(e.ZoneHints, zone) {
+			forZone = true
 		}
 	}
-	return ready
+	switch {
+	case !anyReady:
+		return topologyNone
+	case allNode && forNode:
+		return topologySameNode
+	case allZone && forZone:
+		return topologySameZone
+	}
+	return topologyNone
 }
 
-// filterHints keeps the endpoints whose hints name want; it applies only if
-// every endpoint carries hints of that kind and at least one matches.
-func filterHints(eps []*Endpoint, want string, hints func(*Endpoint) []string) ([]*Endpoint, bool) {
-	var out []*Endpoint
-	for _, e := range eps {
-		h := hints(e)
-		if len(h) == 0 {
-			return nil, false
-		}
-		for _, x := range h {
-			if x == want {
-				out = append(out, e)
-				break
-			}
+func forTopology(e *Endpoint, mode, nodeName, zone string) bool {
+	switch mode {
+	case topologySameNode:
+		return contains(e.NodeHints, nodeName)
+	case topologySameZone:
+		return contains(e.ZoneHints, zone)
+	}
+	return true
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
 		}
 	}
-	return out, len(out) > 0
+	return false
 }

@@ -139,9 +139,11 @@ func (b *burst) doRetry(now time.Time) {
 		return
 	}
 	in := b.retryAt.Sub(now)
+	at := b.retryAt
 	b.retryAt = time.Time{}
 	if in < b.deadline.Sub(now) {
 		b.setTimer(now, in, ReasonRetry)
+		b.r.obs.Deferred(now, ReasonRetry, at)
 	}
 }
 

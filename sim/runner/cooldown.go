@@ -117,6 +117,7 @@ func (c *cooldown) launched(time.Time) {
 func (c *cooldown) finish(now time.Time, err error) (bool, Reason) {
 	if err != nil && c.r.cfg.RetryInterval > 0 {
 		c.arm(&c.retryTimer, &c.retryAt, now, c.r.cfg.RetryInterval, c.onRetry)
+		c.r.obs.Deferred(now, ReasonRetry, c.retryAt)
 	} else {
 		disarm(c.retryTimer, &c.retryAt)
 	}

@@ -114,15 +114,13 @@ func (r *Recorder) Len() int {
 	return len(r.events)
 }
 
-// WriteJSONL writes every event as one JSON object per line.
+// WriteJSONL writes every event as one JSON object per line (without
+// HTML escaping, so "->" reads as written).
 func (r *Recorder) WriteJSONL(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	for _, e := range r.Events() {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		b = append(b, '\n')
-		if _, err := w.Write(b); err != nil {
+		if err := enc.Encode(e); err != nil {
 			return err
 		}
 	}
