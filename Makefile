@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz ci
+.PHONY: all test race vet bench demo junit fuzz upstream ci
 
 all: vet test
 
@@ -35,4 +35,10 @@ junit:
 fuzz:
 	$(GO) test ./scenarios -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
-ci: vet test race fuzz
+## upstream: the trackers side by side with kube-proxy's own (a separate module)
+upstream:
+	cd e2e/upstream && $(GO) test -count=1 ./... -args -sequences $(SEQUENCES)
+
+SEQUENCES ?= 10000
+
+ci: vet test race fuzz upstream

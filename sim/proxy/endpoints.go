@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"reflect"
 	"sort"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	netutils "k8s.io/utils/net"
 )
 
 // Endpoint is one backend of one service port.
@@ -152,7 +152,7 @@ func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port in
 		if len(ep.Addresses) == 0 {
 			continue
 		}
-		ip := net.ParseIP(ep.Addresses[0])
+		ip := netutils.ParseIPSloppy(ep.Addresses[0])
 		if ip == nil {
 			continue
 		}

@@ -12,11 +12,11 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	netutils "k8s.io/utils/net"
 )
 
 // ServicePortName identifies one port of one service.
@@ -106,7 +106,7 @@ func ClusterIPOf(svc *v1.Service, family Family) string {
 		if ip == "" || ip == v1.ClusterIPNone {
 			return ""
 		}
-		if isFamily(net.ParseIP(ip), family) || (family == v1.IPv4Protocol && net.ParseIP(ip) == nil) {
+		if isFamily(netutils.ParseIPSloppy(ip), family) || (family == v1.IPv4Protocol && netutils.ParseIPSloppy(ip) == nil) {
 			return ip
 		}
 		return ""
@@ -123,7 +123,7 @@ func ClusterIPOf(svc *v1.Service, family Family) string {
 func filterFamily(addrs []string, family Family) []string {
 	var out []string
 	for _, a := range addrs {
-		if ip := net.ParseIP(strings.TrimSpace(a)); isFamily(ip, family) {
+		if ip := netutils.ParseIPSloppy(a); isFamily(ip, family) {
 			out = append(out, ip.String())
 		}
 	}
@@ -174,7 +174,7 @@ func ServicePorts(svc *v1.Service, family Family) ServicePortMap {
 			proto = v1.ProtocolTCP // the API server's default
 		}
 		p := &ServicePort{
-			ClusterIP:           net.ParseIP(clusterIP),
+			ClusterIP:           netutils.ParseIPSloppy(clusterIP),
 			Port:                sp.Port,
 			Protocol:            proto,
 			NodePort:            sp.NodePort,
