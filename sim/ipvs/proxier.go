@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -25,6 +26,11 @@ type Config struct {
 	Timeouts  Timeouts
 	// NodeIPs are the addresses NodePort virtual servers listen on.
 	NodeIPs []string
+	// FullSyncPeriod forces a full reconcile this often (0: only at start and
+	// after failures). kube-proxy's IPVS proxier reconciles in full on every
+	// sync; a full sync here leaves the kernel exactly as that would, and
+	// partial syncs leave it the same unless something else changed IPVS.
+	FullSyncPeriod time.Duration
 	// FailSyncOnError makes a sync with a failed dataplane operation a
 	// failed run, so the runner's retry rules apply. kube-proxy's IPVS
 	// proxier never does this (it logs the failure and reports success); its
@@ -43,9 +49,19 @@ type Op struct {
 type Proxier struct {
 	cfg         Config
 	dp          Dataplane
+	clock       clock.PassiveClock
 	observe     func(Op)
 	initialSync bool
 	graceful    *GracefulTerminationManager
+
+	// What the last syncs programmed, for partial syncs: per service its
+	// virtual servers, the owner of each virtual server, and how many
+	// virtual servers bind each address.
+	applied  map[types.NamespacedName]map[string]*desiredVS
+	owners   map[string]map[types.NamespacedName]bool
+	bindRefs map[string]int
+	needFull bool
+	lastFull time.Time
 }
 
 // New applies the startup sysctls and IPVS timeouts and returns a proxier.
@@ -57,7 +73,7 @@ func New(cfg Config, dp Dataplane, clk clock.WithDelayedExecution, observe func(
 	if observe == nil {
 		observe = func(Op) {}
 	}
-	p := &Proxier{cfg: cfg, dp: dp, observe: observe, initialSync: true}
+	p := &Proxier{cfg: cfg, dp: dp, clock: clk, observe: observe, initialSync: true}
 	kv, err := ParseKernelVersion(dp.KernelVersion)
 	if err != nil {
 		return nil, err
@@ -105,28 +121,27 @@ type desiredVS struct {
 	bind bool
 }
 
-// desired computes the virtual servers the state asks for.
-func (p *Proxier) desired(s *proxy.SyncState) (map[string]*desiredVS, map[string]bool) {
-	out := map[string]*desiredVS{}
-	binds := map[string]bool{}
+// desiredFor computes the virtual servers one service asks for, adding them
+// to out.
+func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out map[string]*desiredVS) {
 	add := func(addr string, port int32, sp *proxy.ServicePort, eps []*proxy.Endpoint, bind bool) {
 		vs := VirtualServer{Address: addr, Protocol: string(sp.Protocol), Port: uint16(port), Scheduler: p.cfg.Scheduler}
 		if sp.SessionAffinityClientIP {
 			vs.Persistent, vs.Timeout = true, uint32(sp.StickyMaxAgeSeconds)
 		}
-		d := &desiredVS{vs: vs, dsts: map[string]RealServer{}, bind: bind}
+		d := &desiredVS{vs: vs, dsts: make(map[string]RealServer, len(eps)), bind: bind}
 		for _, e := range eps {
 			rs := RealServer{Address: e.IP, Port: uint16(e.Port), Weight: 1}
 			d.dsts[rs.Key()] = rs
 		}
 		out[vs.Key()] = d
-		if bind {
-			binds[addr] = true
-		}
 	}
-	for _, name := range s.Services.SortedNames() {
-		sp := s.Services[name]
-		sel := proxy.SelectEndpoints(sp, s.Endpoints[name], s.NodeName, s.Zone)
+	for _, spn := range s.PortsOf(name) {
+		sp := s.Services[spn]
+		if sp == nil {
+			continue
+		}
+		sel := proxy.SelectEndpoints(sp, s.Endpoints[spn], s.NodeName, s.Zone)
 		internal, external := sel.Cluster, sel.Cluster
 		// IPVS falls back to the cluster endpoints when a Local policy finds
 		// no local ones.
@@ -149,11 +164,14 @@ func (p *Proxier) desired(s *proxy.SyncState) (map[string]*desiredVS, map[string
 			}
 		}
 	}
-	return out, binds
 }
 
-// Sync programs IPVS to match the state. Every failed operation is recorded
-// and the sync carries on; with FailSyncOnError the sync then fails.
+// Sync programs IPVS to match the state. The first sync, a sync after any
+// failed operation, and one every FullSyncPeriod reconcile everything with
+// the kernel, as kube-proxy's IPVS proxier does on every sync; the others
+// touch only the services that changed, so their cost is proportional to
+// the change. Every failed operation is recorded and the sync carries on;
+// with FailSyncOnError the sync then fails.
 func (p *Proxier) Sync(s *proxy.SyncState) error {
 	var errs []error
 	do := func(name, detail string, err error) {
@@ -162,7 +180,50 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 			errs = append(errs, fmt.Errorf("%s %s: %w", name, detail, err))
 		}
 	}
-	want, binds := p.desired(s)
+	now := p.clock.Now()
+	full := p.initialSync || p.needFull || (p.cfg.FullSyncPeriod > 0 && now.Sub(p.lastFull) >= p.cfg.FullSyncPeriod)
+	var err error
+	if !full {
+		full, err = p.partialSync(s, do)
+	}
+	if full {
+		err = p.fullSync(s, do)
+		p.lastFull = now
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.initialSync = false
+	p.needFull = len(errs) > 0
+	if p.cfg.FailSyncOnError {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// fullSync reconciles every virtual server, real server and address with
+// the kernel.
+func (p *Proxier) fullSync(s *proxy.SyncState, do func(string, string, error)) error {
+	want := map[string]*desiredVS{}
+	p.applied = map[types.NamespacedName]map[string]*desiredVS{}
+	p.owners = map[string]map[types.NamespacedName]bool{}
+	names := make([]types.NamespacedName, 0, len(s.ServicePortsIndex()))
+	for name := range s.ServicePortsIndex() {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	for _, name := range names {
+		d := map[string]*desiredVS{}
+		p.desiredFor(s, name, d)
+		p.applied[name] = d
+		for k, v := range d {
+			want[k] = v
+			if p.owners[k] == nil {
+				p.owners[k] = map[types.NamespacedName]bool{}
+			}
+			p.owners[k][name] = true
+		}
+	}
 	if err := p.dp.Addresses.EnsureDevice(DummyDevice); err != nil {
 		return fmt.Errorf("ensure %s: %w", DummyDevice, err)
 	}
@@ -182,29 +243,19 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 	// An address is bound only once its virtual server is in place; one
 	// whose virtual server failed stays wanted (never unbound) but unbound
 	// until a later sync succeeds.
-	bindNow := map[string]bool{}
+	wanted, bindNow := map[string]bool{}, map[string]bool{}
 	for _, k := range keys {
 		d := want[k]
-		cur, exists := have[k]
-		var err error
-		switch {
-		case !exists:
-			err = p.dp.IPVS.AddVirtualServer(d.vs)
-			do("add-vs", d.vs.String(), err)
-		case cur != d.vs:
-			err = p.dp.IPVS.UpdateVirtualServer(d.vs)
-			do("update-vs", d.vs.String(), err)
-		}
-		if err != nil {
-			continue // as kube-proxy: no real servers for a virtual server that failed
-		}
 		if d.bind {
+			wanted[d.vs.Address] = true
+		}
+		if p.syncVirtualServer(d, have[k], k, have, do) && d.bind {
 			bindNow[d.vs.Address] = true
 		}
-		p.syncRealServers(d, do)
 	}
 	// Virtual servers nobody wants any more go at once, with their real
-	// servers.
+	// servers. Draining entries of a deleted virtual server stay listed, as
+	// in kube-proxy, until a check fails to find them.
 	stale := make([]string, 0)
 	for k := range have {
 		if want[k] == nil {
@@ -213,16 +264,123 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 	}
 	sort.Strings(stale)
 	for _, k := range stale {
-		// Draining entries of a deleted virtual server stay listed, as in
-		// kube-proxy, until a check fails to find them.
 		do("delete-vs", have[k].String(), p.dp.IPVS.DeleteVirtualServer(have[k]))
 	}
-	p.syncAddresses(binds, bindNow, do)
-	p.initialSync = false
-	if p.cfg.FailSyncOnError {
-		return errors.Join(errs...)
-	}
+	p.syncAddresses(wanted, bindNow, do)
 	return nil
+}
+
+// syncVirtualServer adds or updates one virtual server and syncs its real
+// servers, reporting whether the virtual server is in place.
+func (p *Proxier) syncVirtualServer(d *desiredVS, cur VirtualServer, key string, have map[string]VirtualServer, do func(string, string, error)) bool {
+	var err error
+	_, exists := have[key]
+	switch {
+	case !exists:
+		err = p.dp.IPVS.AddVirtualServer(d.vs)
+		do("add-vs", d.vs.String(), err)
+	case cur != d.vs:
+		err = p.dp.IPVS.UpdateVirtualServer(d.vs)
+		do("update-vs", d.vs.String(), err)
+	}
+	if err != nil {
+		return false // as kube-proxy: no real servers for a virtual server that failed
+	}
+	p.syncRealServers(d, do)
+	return true
+}
+
+// partialSync reprograms only the services that changed. It reports
+// full=true, doing nothing, when a changed service shares a virtual server
+// with another service, before or after the change (only a full sync sorts
+// that out).
+func (p *Proxier) partialSync(s *proxy.SyncState, do func(string, string, error)) (full bool, err error) {
+	changed := s.Changed()
+	next := make(map[types.NamespacedName]map[string]*desiredVS, len(changed))
+	shared := func(k string, name types.NamespacedName) bool {
+		for o := range p.owners[k] {
+			if o != name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, name := range changed {
+		d := map[string]*desiredVS{}
+		p.desiredFor(s, name, d)
+		for k := range d {
+			if shared(k, name) {
+				return true, nil
+			}
+		}
+		for k := range p.applied[name] {
+			if shared(k, name) {
+				return true, nil
+			}
+		}
+		next[name] = d
+	}
+	refs := map[string]int{} // change in the number of virtual servers binding each address
+	for _, name := range changed {
+		old, d := p.applied[name], next[name]
+		have := map[string]VirtualServer{}
+		for k, o := range old {
+			have[k] = o.vs
+		}
+		keys := make([]string, 0, len(d))
+		for k := range d {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			nd := d[k]
+			if p.syncVirtualServer(nd, have[k], k, have, do) && nd.bind && old[k] == nil {
+				refs[nd.vs.Address]++
+			}
+			p.owners[k] = map[types.NamespacedName]bool{name: true}
+		}
+		stale := make([]string, 0)
+		for k := range old {
+			if d[k] == nil {
+				stale = append(stale, k)
+			}
+		}
+		sort.Strings(stale)
+		for _, k := range stale {
+			o := old[k]
+			do("delete-vs", o.vs.String(), p.dp.IPVS.DeleteVirtualServer(o.vs))
+			if o.bind {
+				refs[o.vs.Address]--
+			}
+			delete(p.owners, k)
+		}
+		if len(d) == 0 {
+			delete(p.applied, name)
+		} else {
+			p.applied[name] = d
+		}
+	}
+	addrs := make([]string, 0, len(refs))
+	for a := range refs {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	for _, a := range addrs {
+		before := p.bindRefs[a]
+		after := before + refs[a]
+		switch {
+		case before == 0 && after > 0:
+			do("bind", a+" dev "+DummyDevice, p.dp.Addresses.Bind(DummyDevice, a))
+		case before > 0 && after <= 0:
+			do("unbind", a+" dev "+DummyDevice, p.dp.Addresses.Unbind(DummyDevice, a))
+		}
+		if after <= 0 {
+			delete(p.bindRefs, a)
+		} else {
+			p.bindRefs[a] = after
+		}
+	}
+	return false, nil
 }
 
 func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) {
@@ -284,8 +442,17 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 }
 
 // syncAddresses binds the addresses in bindNow that are not bound yet and
-// unbinds every bound address that is not wanted at all.
+// unbinds every bound address that is not wanted at all; it then counts, per
+// bound address, the virtual servers that want it, for partial syncs.
 func (p *Proxier) syncAddresses(wanted, bindNow map[string]bool, do func(string, string, error)) {
+	p.bindRefs = map[string]int{}
+	for _, d := range p.applied {
+		for _, v := range d {
+			if v.bind && bindNow[v.vs.Address] {
+				p.bindRefs[v.vs.Address]++
+			}
+		}
+	}
 	cur, err := p.dp.Addresses.Addresses(DummyDevice)
 	if err != nil {
 		do("list-addresses", DummyDevice, err)

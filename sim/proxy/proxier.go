@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"sort"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Backend programs one kind of dataplane (IPVS, iptables, ...) from the
@@ -22,6 +24,32 @@ type SyncState struct {
 	ServiceChanges   ServiceMapResult
 	EndpointsChanges EndpointsMapResult
 	NodeName, Zone   string
+	// ports indexes Services by service.
+	ports map[types.NamespacedName][]ServicePortName
+}
+
+// PortsOf lists a service's ports in Services, sorted, without scanning
+// them all: what a backend doing partial syncs needs.
+func (s *SyncState) PortsOf(name types.NamespacedName) []ServicePortName { return s.ports[name] }
+
+// ServicePortsIndex is every service with ports in Services, and its ports.
+func (s *SyncState) ServicePortsIndex() map[types.NamespacedName][]ServicePortName { return s.ports }
+
+// Changed lists the services whose ports or endpoints changed since the
+// previous sync, sorted.
+func (s *SyncState) Changed() []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	var out []types.NamespacedName
+	for _, l := range [][]types.NamespacedName{s.ServiceChanges.Updated, s.EndpointsChanges.Updated} {
+		for _, n := range l {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
 }
 
 // Syncer is what a proxier asks to schedule syncs: a runner.
@@ -40,6 +68,7 @@ type Proxier struct {
 	endpoints *EndpointSliceTracker
 	svcMap    ServiceMap
 	epMap     EndpointsMap
+	ports     map[types.NamespacedName][]ServicePortName
 	backend   Backend
 	syncer    Syncer
 	nodeName  string
@@ -57,6 +86,7 @@ func NewProxier(family Family, nodeName, zone string, backend Backend, opts Endp
 		endpoints: NewEndpointSliceTracker(family, nodeName, opts),
 		svcMap:    ServiceMap{},
 		epMap:     EndpointsMap{},
+		ports:     map[types.NamespacedName][]ServicePortName{},
 		backend:   backend,
 		nodeName:  nodeName,
 		zone:      zone,
@@ -141,6 +171,14 @@ func (p *Proxier) SyncProxyRules() error {
 		EndpointsChanges: p.epMap.Update(p.endpoints),
 		NodeName:         p.nodeName,
 		Zone:             p.zone,
+		ports:            p.ports,
+	}
+	for name, ports := range st.ServiceChanges.Ports {
+		if len(ports) == 0 {
+			delete(p.ports, name)
+		} else {
+			p.ports[name] = ports
+		}
 	}
 	return p.backend.Sync(st)
 }

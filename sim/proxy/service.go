@@ -265,6 +265,9 @@ type ServiceMapResult struct {
 	// DeletedUDP lists cluster IPs of UDP ports that went away (for conntrack
 	// cleanup).
 	DeletedUDP []string
+	// Ports holds, for each updated service, its ports now (sorted; none
+	// when it was deleted or is skipped).
+	Ports map[types.NamespacedName][]ServicePortName
 }
 
 // ServiceMap is the applied service state of a proxier.
@@ -272,9 +275,15 @@ type ServiceMap ServicePortMap
 
 // Update applies the tracker's pending changes.
 func (m ServiceMap) Update(t *ServiceChangeTracker) ServiceMapResult {
-	var res ServiceMapResult
+	res := ServiceMapResult{Ports: map[types.NamespacedName][]ServicePortName{}}
 	for name, ch := range t.checkout() {
 		res.Updated = append(res.Updated, name)
+		ports := make([]ServicePortName, 0, len(ch.current))
+		for spn := range ch.current {
+			ports = append(ports, spn)
+		}
+		sort.Slice(ports, func(i, j int) bool { return lessSPN(ports[i], ports[j]) })
+		res.Ports[name] = ports
 		for spn, p := range ch.previous {
 			if _, still := ch.current[spn]; !still {
 				if p.Protocol == v1.ProtocolUDP {
