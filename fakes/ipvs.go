@@ -506,7 +506,7 @@ func (f *IPVS) expire(now time.Time) {
 			if at.IsZero() || at.After(now) {
 				return
 			}
-			if next == nil || at.Before(nextAt) || (at.Equal(nextAt) && c.client < next.client) {
+			if next == nil || at.Before(nextAt) || (at.Equal(nextAt) && before(c, next)) {
 				next, nextAt = c, at
 			}
 		}
@@ -521,6 +521,19 @@ func (f *IPVS) expire(now time.Time) {
 		}
 		f.drop(next, nextAt)
 	}
+}
+
+// before orders entries that expire at the same instant, which the kernel
+// leaves to its timers: connections go before templates (so a template sees
+// its last connection gone), then by client and service.
+func before(a, b *conn) bool {
+	if a.isTemplate != b.isTemplate {
+		return !a.isTemplate
+	}
+	if a.client != b.client {
+		return a.client < b.client
+	}
+	return a.vsKey < b.vsKey
 }
 
 // drop removes one entry that expired at instant at.
