@@ -1,0 +1,449 @@
+// Package vm boots Debian's cloud kernel under QEMU with a minimal initramfs
+// and runs one static binary in it: the privileged suite's way to real IPVS
+// on a host whose kernel has none.
+//
+// The kernel comes from Debian's archive (apt-get download, unpacked with
+// dpkg-deb, never installed), and is cached with the base initramfs (busybox,
+// the IPVS, conntrack, dummy and veth modules, /init); each run appends a
+// small archive with the binary. The binary's exit code comes back through a
+// marker line on the serial console.
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Markers the VM's /init prints on the console.
+const (
+	kernelMarker = "PROXYSIM-KERNEL "
+	exitMarker   = "PROXYSIM-EXIT "
+)
+
+// Modules loaded at boot, in dependency order (dummy without its default
+// dummy0).
+var modules = []string{"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "dummy", "veth"}
+
+// Config tunes a run.
+type Config struct {
+	// CacheDir holds kernels and base initramfs images (default .cache/vm).
+	CacheDir string
+	// Timeout bounds the whole VM run (default 10m).
+	Timeout time.Duration
+	// Memory for the guest (default 1024M).
+	Memory string
+	// Console receives the guest's console output as it arrives.
+	Console io.Writer
+}
+
+// Result is what a run produced.
+type Result struct {
+	ExitCode int
+	Kernel   string // the guest's uname -r
+}
+
+// ErrNoMarker means the guest ended without reporting an exit code (it
+// crashed or the binary killed it); ErrTimeout that it ran out of time.
+var (
+	ErrNoMarker = errors.New("the VM stopped without an exit marker")
+	ErrTimeout  = errors.New("the VM run timed out")
+)
+
+// Tools the runner needs on the host, and the Debian packages that have them.
+var tools = map[string]string{
+	"qemu-system-x86_64": "qemu-system-x86",
+	"cpio":               "cpio",
+	"depmod":             "kmod",
+	"modprobe":           "kmod",
+	"apt-get":            "apt",
+	"dpkg-deb":           "dpkg",
+}
+
+// CheckHost reports what the host lacks to run the VM.
+func CheckHost() error {
+	var missing []string
+	for t, pkg := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, pkg)
+		}
+	}
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		missing = append(missing, "busybox-static")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing host packages %v: run netns/vm/deps.sh (apt-get install qemu-system-x86 busybox-static kmod cpio)", missing)
+	}
+	return nil
+}
+
+// IsStatic reports whether an executable has no ELF interpreter, as the
+// initramfs has no libc.
+func IsStatic(path string) (bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Run boots the VM, runs binary with args inside it (working directory /,
+// files copied in at the paths given by extra), and returns its exit code.
+func Run(ctx context.Context, cfg Config, binary string, args []string, extra map[string]string) (Result, error) {
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(".cache", "vm")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.Memory == "" {
+		cfg.Memory = "1024M"
+	}
+	if cfg.Console == nil {
+		cfg.Console = io.Discard
+	}
+	if err := CheckHost(); err != nil {
+		return Result{}, err
+	}
+	if ok, err := IsStatic(binary); err != nil || !ok {
+		return Result{}, fmt.Errorf("%s must be a static binary (build it with CGO_ENABLED=0): %v", binary, err)
+	}
+	k, err := ensureKernel(ctx, cfg.CacheDir)
+	if err != nil {
+		return Result{}, err
+	}
+	base, err := ensureBase(k)
+	if err != nil {
+		return Result{}, err
+	}
+	work, err := os.MkdirTemp("", "proxysim-vm-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(work)
+	files := map[string]string{"proxysim-run": binary}
+	for dst, src := range extra {
+		files[dst] = src
+	}
+	run, err := archive(work, files, map[string]string{"args": strings.Join(args, "\n") + "\n"})
+	if err != nil {
+		return Result{}, err
+	}
+	initrd := filepath.Join(work, "initrd")
+	if err := concat(initrd, base, run); err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
+		"-accel", "tcg", "-cpu", "max", "-m", cfg.Memory, "-smp", "1",
+		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
+		"-kernel", k.vmlinuz, "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 quiet")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return Result{}, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return Result{}, fmt.Errorf("start qemu: %w", err)
+	}
+	res := Result{ExitCode: -1}
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		// the console may prefix a marker with terminal escapes
+		if i := strings.Index(line, kernelMarker); i >= 0 {
+			res.Kernel = strings.TrimSpace(line[i+len(kernelMarker):])
+		}
+		if i := strings.Index(line, exitMarker); i >= 0 {
+			res.ExitCode, _ = strconv.Atoi(strings.TrimSpace(line[i+len(exitMarker):]))
+		}
+		fmt.Fprintln(cfg.Console, line)
+	}
+	werr := cmd.Wait()
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		return res, ErrTimeout
+	case res.ExitCode < 0:
+		return res, fmt.Errorf("%w (qemu: %v)", ErrNoMarker, werr)
+	}
+	return res, nil
+}
+
+type kernel struct {
+	dir, version, vmlinuz string
+}
+
+// ensureKernel downloads and unpacks the current bookworm cloud kernel into
+// the cache, once.
+func ensureKernel(ctx context.Context, cache string) (kernel, error) {
+	out, err := exec.CommandContext(ctx, "apt-cache", "depends", "linux-image-cloud-amd64").Output()
+	if err != nil {
+		return kernel{}, fmt.Errorf("apt-cache depends linux-image-cloud-amd64 (run apt-get update?): %w", err)
+	}
+	var pkg string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
+			pkg = f[1]
+			break
+		}
+	}
+	if pkg == "" {
+		return kernel{}, fmt.Errorf("cannot resolve linux-image-cloud-amd64 to a kernel package")
+	}
+	k := kernel{dir: filepath.Join(cache, pkg), version: strings.TrimPrefix(pkg, "linux-image-")}
+	k.vmlinuz = filepath.Join(k.dir, "root", "boot", "vmlinuz-"+k.version)
+	if _, err := os.Stat(k.vmlinuz); err == nil {
+		return k, nil
+	}
+	tmp := k.dir + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return kernel{}, err
+	}
+	dl := exec.CommandContext(ctx, "apt-get", "download", pkg)
+	dl.Dir = tmp
+	if b, err := dl.CombinedOutput(); err != nil {
+		return kernel{}, fmt.Errorf("apt-get download %s: %v\n%s", pkg, err, b)
+	}
+	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
+	if len(debs) != 1 {
+		return kernel{}, fmt.Errorf("apt-get download %s: no package file", pkg)
+	}
+	if b, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], filepath.Join(tmp, "root")).CombinedOutput(); err != nil {
+		return kernel{}, fmt.Errorf("dpkg-deb -x: %v\n%s", err, b)
+	}
+	os.Remove(debs[0])
+	os.RemoveAll(k.dir)
+	if err := os.Rename(tmp, k.dir); err != nil {
+		return kernel{}, err
+	}
+	return k, nil
+}
+
+// moduleRoot is where a kernel package keeps its modules: lib/ or, merged,
+// usr/lib/.
+func (k kernel) moduleRoot() string {
+	for _, r := range []string{filepath.Join(k.dir, "root"), filepath.Join(k.dir, "root", "usr")} {
+		if _, err := os.Stat(filepath.Join(r, "lib", "modules", k.version)); err == nil {
+			return r
+		}
+	}
+	return filepath.Join(k.dir, "root")
+}
+
+const initScript = `#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mkdir -p /proc /sys /dev /tmp /run /var
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mount -t tmpfs run /run
+ln -s /run /var/run
+while read -r mod args; do insmod "$mod" $args; done < /modules.list
+ip link set lo up
+echo "PROXYSIM-KERNEL $(uname -r)"
+cd /
+set -- $(cat /args)
+/proxysim-run "$@"
+echo "PROXYSIM-EXIT $?"
+poweroff -f
+`
+
+// ensureBase builds the cached base initramfs: busybox, /init, the modules
+// and their dependency files.
+func ensureBase(k kernel) (string, error) {
+	out := filepath.Join(k.dir, "base.cpio.gz")
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	root := k.moduleRoot()
+	if b, err := exec.Command("depmod", "-b", root, k.version).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("depmod: %v\n%s", err, b)
+	}
+	stage, err := os.MkdirTemp("", "proxysim-initramfs-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(stage)
+	var list bytes.Buffer
+	seen := map[string]bool{}
+	for _, m := range modules {
+		b, err := exec.Command("modprobe", "-d", root, "-S", k.version, "--show-depends", m).Output()
+		if err != nil {
+			return "", fmt.Errorf("modprobe --show-depends %s: %w", m, err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 2 || f[0] != "insmod" || seen[f[1]] {
+				continue
+			}
+			seen[f[1]] = true
+			rel, err := filepath.Rel(root, f[1])
+			if err != nil {
+				return "", err
+			}
+			dst := filepath.Join(stage, decompressedName(rel))
+			if err := copyModule(f[1], dst); err != nil {
+				return "", err
+			}
+			fmt.Fprintf(&list, "/%s %s\n", decompressedName(rel), strings.Join(f[2:], " "))
+		}
+	}
+	files := map[string]string{"bin/busybox": "/bin/busybox"}
+	data := map[string]string{"init": initScript, "modules.list": list.String()}
+	arch, err := archive(stage, files, data)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Rename(arch, out); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// decompressedName drops .xz or .zst: modules are unpacked on the host.
+func decompressedName(p string) string {
+	for _, ext := range []string{".xz", ".zst"} {
+		if strings.HasSuffix(p, ext) {
+			return strings.TrimSuffix(p, ext)
+		}
+	}
+	return p
+}
+
+func copyModule(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	var cmd *exec.Cmd
+	switch {
+	case strings.HasSuffix(src, ".xz"):
+		cmd = exec.Command("xz", "-dc", src)
+	case strings.HasSuffix(src, ".zst"):
+		cmd = exec.Command("zstd", "-dc", src)
+	default:
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	}
+	b, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("decompress %s: %w", src, err)
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+// archive writes a gzipped newc cpio of files (dst path -> host file) and
+// data (dst path -> content) staged under dir, and returns its path.
+func archive(dir string, files, data map[string]string) (string, error) {
+	stage := filepath.Join(dir, "stage")
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		return "", err
+	}
+	// modules already staged under dir belong in the archive too
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() == "stage" || !e.IsDir() {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(stage, e.Name())); err != nil {
+			return "", err
+		}
+	}
+	for dst, src := range files {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return "", err
+		}
+		p := filepath.Join(stage, dst)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			return "", err
+		}
+	}
+	for dst, content := range data {
+		if err := os.WriteFile(filepath.Join(stage, dst), []byte(content), 0o755); err != nil {
+			return "", err
+		}
+	}
+	var list bytes.Buffer
+	err := filepath.Walk(stage, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(stage, p)
+		if rel != "." {
+			list.WriteString(rel + "\n")
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	cpio := exec.Command("cpio", "--quiet", "-o", "-H", "newc")
+	cpio.Dir = stage
+	cpio.Stdin = &list
+	raw, err := cpio.Output()
+	if err != nil {
+		return "", fmt.Errorf("cpio: %w", err)
+	}
+	out := filepath.Join(dir, "archive.cpio.gz")
+	f, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	if _, err := zw.Write(raw); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	return out, f.Close()
+}
+
+func concat(dst string, parts ...string) error {
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range parts {
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, in)
+		in.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
