@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz upstream ci
+.PHONY: all test race vet bench demo junit fuzz upstream build e2e-vm e2e-netns ci
 
 all: vet test
 
@@ -34,6 +34,20 @@ junit:
 ## fuzz: a short run of the scenario loader's fuzzer
 fuzz:
 	$(GO) test ./scenarios -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+## build: a static proxysim (what --dataplane vm needs)
+build:
+	CGO_ENABLED=0 $(GO) build -o bin/proxysim ./cmd/proxysim
+
+## e2e-vm: the privileged suite in a QEMU VM with Debian's cloud kernel
+e2e-vm: build
+	bash netns/vm/deps.sh
+	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
+	bin/proxysim vm bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v
+
+## e2e-netns: the privileged suite directly, on a host with ip_vs, as root
+e2e-netns:
+	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=kernel -ginkgo.v
 
 ## upstream: the trackers side by side with kube-proxy's own (a separate module)
 upstream:

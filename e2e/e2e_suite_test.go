@@ -6,6 +6,8 @@ package e2e
 import (
 	"testing"
 
+	"github.com/proxysim/proxysim/netns"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -14,3 +16,16 @@ func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "proxysim e2e")
 }
+
+// A previous run that was killed may have left namespaces behind: sweep them
+// before starting (only root can have made them).
+var _ = BeforeSuite(func() {
+	if !netns.Privileged() {
+		return
+	}
+	removed, err := netns.Sweep()
+	Expect(err).NotTo(HaveOccurred())
+	if len(removed) > 0 {
+		GinkgoWriter.Printf("swept %d namespaces left by an earlier run: %v\n", len(removed), removed)
+	}
+})

@@ -13,7 +13,7 @@ import (
 )
 
 // IPVS is an in-memory IPVS that behaves like the kernel's where proxysim's
-// stories need it: virtual and real servers in insertion order, the rr, wrr
+// stories need it: real servers newest first, as the kernel lists them, the rr, wrr
 // and sh schedulers, a connection table with TCP states and their timeouts,
 // persistence templates, quiescent (weight 0) real servers, and the
 // conn_reuse_mode, expire_nodest_conn and expire_quiescent_template rules,
@@ -214,7 +214,9 @@ func (f *IPVS) AddRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error {
 		return fmt.Errorf("real server %s: file exists", rs.Key())
 	}
 	rs.ActiveConn, rs.InactiveConn = 0, 0
-	s.dests = append(s.dests, &dest{rs: rs, available: true})
+	// The kernel adds a destination at the head of its list (list_add), so
+	// the newest comes first: in listings and for the schedulers.
+	s.dests = append([]*dest{{rs: rs, available: true}}, s.dests...)
 	s.changed()
 	return nil
 }
@@ -765,6 +767,51 @@ func (f *IPVS) Close(name string) error {
 		c.expires = now
 	}
 	return nil
+}
+
+// ErrReset is how a ping on a connection ends when the kernel has dropped
+// its entry: the next packet reaches the local stack, which resets it.
+var ErrReset = fmt.Errorf("connection reset by peer")
+
+// Reset aborts a named connection with a client RST: the entry goes to
+// CLOSE and expires 10s later.
+func (f *IPVS) Reset(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.named[name]
+	if !ok {
+		return fmt.Errorf("no connection named %q", name)
+	}
+	delete(f.named, name)
+	now := f.now()
+	f.expire(now)
+	if c.state != "GONE" && c.proto == "TCP" {
+		c.state, c.expires = "CLOSE", now.Add(CloseTimeout)
+	}
+	return nil
+}
+
+// Ping models a data packet on an open connection: it flows while the entry
+// and its destination exist. When the destination was deleted, the packet
+// is dropped; with expire_nodest_conn the entry is expired too, so the
+// client's retransmission meets the local stack and is reset, and without it
+// the client hangs until it gives up.
+func (f *IPVS) Ping(name string, _ time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expire(f.now())
+	c, ok := f.named[name]
+	if !ok || c.state == "GONE" {
+		return ErrReset
+	}
+	if c.dest.available {
+		return nil
+	}
+	if f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {
+		f.drop(c, f.now())
+		return ErrReset
+	}
+	return ErrTimeout
 }
 
 // Conn reports a named connection's entry.

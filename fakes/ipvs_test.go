@@ -68,13 +68,14 @@ func (k *kernel) counters(rs string) (int, int) {
 	return 0, 0
 }
 
-func TestRoundRobinHandsConnectionsOutInTurn(t *testing.T) {
+// The kernel lists destinations newest first, and rr starts at the head.
+func TestRoundRobinHandsConnectionsOutInTurnNewestFirst(t *testing.T) {
 	k := newKernel(t, "6.1.0", "rr", false, "10.244.1.1", "10.244.1.2", "10.244.1.3")
 	var got []string
 	for i, c := range []string{"10.0.0.1:1000", "10.0.0.1:1001", "10.0.0.1:1002", "10.0.0.1:1003"} {
 		got = append(got, k.server(string(rune('a'+i)), c))
 	}
-	want := []string{"10.244.1.1:8080", "10.244.1.2:8080", "10.244.1.3:8080", "10.244.1.1:8080"}
+	want := []string{"10.244.1.3:8080", "10.244.1.2:8080", "10.244.1.1:8080", "10.244.1.3:8080"}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("rr order %v, want %v", got, want)
@@ -110,14 +111,14 @@ func TestSourceHashingSticksToOneServerAndHasNoFallback(t *testing.T) {
 
 func TestQuiescentServerKeepsConnectionsAndGetsNoNewOnes(t *testing.T) {
 	k := newKernel(t, "6.1.0", "rr", false, "10.244.1.1", "10.244.1.2")
-	k.server("a", "10.0.0.1:1000") // to .1
-	k.weight("10.244.1.1", 0)
+	k.server("a", "10.0.0.1:1000") // to .2, the newest
+	k.weight("10.244.1.2", 0)
 	for i := 0; i < 4; i++ {
-		if s := k.server(string(rune('b'+i)), "10.0.0.2:200"+string(rune('0'+i))); s != "10.244.1.2:8080" {
+		if s := k.server(string(rune('b'+i)), "10.0.0.2:200"+string(rune('0'+i))); s != "10.244.1.1:8080" {
 			t.Fatalf("new connection went to the quiescent server: %s", s)
 		}
 	}
-	if info, _ := k.h.Conn("a"); info.Server != "10.244.1.1:8080" || info.State != "ESTABLISHED" {
+	if info, _ := k.h.Conn("a"); info.Server != "10.244.1.2:8080" || info.State != "ESTABLISHED" {
 		t.Fatalf("established connection to the quiescent server: %+v", info)
 	}
 }

@@ -168,3 +168,35 @@ func (n *Namespace) Dataplane() (ipvs.Dataplane, *IPVS, error) {
 	}
 	return ipvs.Dataplane{IPVS: h, Addresses: n.Binder(), Sysctl: n.Sysctl(), KernelVersion: kv}, h, nil
 }
+
+// Node is a namespace standing in for a node: the dataplane a proxy
+// programs, with nothing else attached.
+type Node struct {
+	NS        *Namespace
+	Dataplane ipvs.Dataplane
+	ipvs      *IPVS
+}
+
+// NewNode creates a node namespace with a real IPVS dataplane. It fails with
+// ErrNoIPVS on a kernel without IPVS, and without root.
+func NewNode() (*Node, error) {
+	if !Privileged() {
+		return nil, fmt.Errorf("the netns dataplane needs root")
+	}
+	ns, err := Create("node")
+	if err != nil {
+		return nil, err
+	}
+	dp, h, err := ns.Dataplane()
+	if err != nil {
+		ns.Close()
+		return nil, err
+	}
+	return &Node{NS: ns, Dataplane: dp, ipvs: h}, nil
+}
+
+// Close removes the node and everything in it.
+func (n *Node) Close() error {
+	n.ipvs.Close()
+	return n.NS.Close()
+}

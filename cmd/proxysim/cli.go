@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -73,6 +77,12 @@ input (nothing was run), 3 the replay could not run.`,
 		Short: "Replay scenarios and check their expectations",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dataplane == "vm" {
+				if _, err := loadAll(args); err != nil {
+					return err
+				}
+				return replayInVM(args, update, verbose, stdout)
+			}
 			factory, list, err := prepare(dataplane, args)
 			if err != nil {
 				return err
@@ -97,7 +107,7 @@ input (nothing was run), 3 the replay could not run.`,
 			return nil
 		},
 	}
-	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory)")
+	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root and ip_vs), vm (Debian's kernel in QEMU)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite golden ipvs tables with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 
@@ -170,8 +180,68 @@ input (nothing was run), 3 the replay could not run.`,
 			return err
 		},
 	}
-	root.AddCommand(replay, validate, traceCmd, list, show)
+	vmCmd := &cobra.Command{
+		Use:   "vm BINARY [ARGS...]",
+		Short: "Run a static binary as root in a QEMU VM with Debian's cloud kernel (real IPVS)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := vm.Run(cmd.Context(), vm.Config{Console: stdout}, args[0], args[1:], nil)
+			if err != nil {
+				return fail(exitCannotRun, err)
+			}
+			fmt.Fprintf(stdout, "vm: kernel %s, exit code %d\n", res.Kernel, res.ExitCode)
+			if res.ExitCode != 0 {
+				return fail(res.ExitCode, nil)
+			}
+			return nil
+		},
+	}
+	vmCmd.Flags().SetInterspersed(false)
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd)
 	return root
+}
+
+// replayInVM runs this very binary inside the VM as `replay --dataplane
+// netns`, with the scenario files (and their folders, for referenced
+// manifests) copied in; bundled scenarios travel inside the binary.
+func replayInVM(args []string, update, verbose bool, stdout io.Writer) error {
+	if update {
+		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(exitCannotRun, err)
+	}
+	inner := []string{"replay", "--dataplane", "netns"}
+	if verbose {
+		inner = append(inner, "-v")
+	}
+	extra := map[string]string{}
+	for i, a := range args {
+		if _, err := os.Stat(a); err != nil {
+			inner = append(inner, a) // a bundled scenario
+			continue
+		}
+		dir := filepath.Dir(a)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fail(exitCannotRun, err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				extra[fmt.Sprintf("work/%d/%s", i, e.Name())] = filepath.Join(dir, e.Name())
+			}
+		}
+		inner = append(inner, fmt.Sprintf("/work/%d/%s", i, filepath.Base(a)))
+	}
+	res, err := vm.Run(context.Background(), vm.Config{Console: stdout}, self, inner, extra)
+	if err != nil {
+		return fail(exitCannotRun, fmt.Errorf("%w (the proxysim binary must be static: CGO_ENABLED=0 go build ./cmd/proxysim)", err))
+	}
+	if res.ExitCode != 0 {
+		return fail(res.ExitCode, nil)
+	}
+	return nil
 }
 
 // prepare resolves the dataplane and loads every scenario named, before
@@ -192,8 +262,10 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 	switch name {
 	case "fake", "":
 		return scenarios.FakeDataplane, nil
+	case "netns":
+		return netns.ScenarioDataplane, nil
 	}
-	return nil, fmt.Errorf("unknown dataplane %q (available: fake)", name)
+	return nil, fmt.Errorf("unknown dataplane %q (available: fake, netns, vm)", name)
 }
 
 // loadAll loads every argument: a file path, or the name of a bundled

@@ -110,6 +110,9 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(".cache", "vm")
 	}
+	if abs, err := filepath.Abs(cfg.CacheDir); err == nil {
+		cfg.CacheDir = abs
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Minute
 	}

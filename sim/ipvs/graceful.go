@@ -32,6 +32,9 @@ func gtKey(vs VirtualServer, rs RealServer) string { return vs.Key() + "/" + rs.
 
 // NewGracefulTerminationManager starts the periodic check on clk.
 func NewGracefulTerminationManager(h Handle, clk clock.WithDelayedExecution, observe func(Op)) *GracefulTerminationManager {
+	if observe == nil {
+		observe = func(Op) {}
+	}
 	m := &GracefulTerminationManager{h: h, clock: clk, observe: observe, pending: map[string]gtEntry{}}
 	m.timer = clk.AfterFunc(CheckInterval, m.tick)
 	return m
