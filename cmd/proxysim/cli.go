@@ -222,15 +222,18 @@ func replayInVM(args []string, update, verbose bool, stdout io.Writer) error {
 			inner = append(inner, a) // a bundled scenario
 			continue
 		}
+		// the scenario's folder travels whole, for manifests it names
 		dir := filepath.Dir(a)
-		entries, err := os.ReadDir(dir)
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, p)
+			extra[fmt.Sprintf("work/%d/%s", i, rel)] = p
+			return nil
+		})
 		if err != nil {
 			return fail(exitCannotRun, err)
-		}
-		for _, e := range entries {
-			if !e.IsDir() {
-				extra[fmt.Sprintf("work/%d/%s", i, e.Name())] = filepath.Join(dir, e.Name())
-			}
 		}
 		inner = append(inner, fmt.Sprintf("/work/%d/%s", i, filepath.Base(a)))
 	}

@@ -168,26 +168,38 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	if err := cmd.Start(); err != nil {
 		return Result{}, fmt.Errorf("start qemu: %w", err)
 	}
+	// Only the binary's own output (between the markers) goes to Console;
+	// the boot chatter is kept for the error when no marker comes.
 	res := Result{ExitCode: -1}
+	var boot []string
+	running := false
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		// the console may prefix a marker with terminal escapes
-		if i := strings.Index(line, kernelMarker); i >= 0 {
-			res.Kernel = strings.TrimSpace(line[i+len(kernelMarker):])
+		switch {
+		case strings.Contains(line, kernelMarker):
+			res.Kernel = strings.TrimSpace(line[strings.Index(line, kernelMarker)+len(kernelMarker):])
+			running = true
+		case strings.Contains(line, exitMarker):
+			res.ExitCode, _ = strconv.Atoi(strings.TrimSpace(line[strings.Index(line, exitMarker)+len(exitMarker):]))
+			running = false
+		case running:
+			fmt.Fprintln(cfg.Console, line)
+		default:
+			boot = append(boot, line)
+			if len(boot) > 40 {
+				boot = boot[1:]
+			}
 		}
-		if i := strings.Index(line, exitMarker); i >= 0 {
-			res.ExitCode, _ = strconv.Atoi(strings.TrimSpace(line[i+len(exitMarker):]))
-		}
-		fmt.Fprintln(cfg.Console, line)
 	}
 	werr := cmd.Wait()
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		return res, ErrTimeout
 	case res.ExitCode < 0:
-		return res, fmt.Errorf("%w (qemu: %v)", ErrNoMarker, werr)
+		return res, fmt.Errorf("%w (qemu: %v); last console lines:\n%s", ErrNoMarker, werr, strings.Join(boot, "\n"))
 	}
 	return res, nil
 }
