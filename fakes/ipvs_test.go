@@ -245,7 +245,7 @@ func TestPersistenceAndExpireQuiescentTemplate(t *testing.T) {
 func TestTemplateLivesWhileItControlsConnections(t *testing.T) {
 	k := newKernel(t, "6.1.0", "rr", true, "10.244.1.1", "10.244.1.2")
 	first := k.server("a", "10.0.0.1:1000") // template timeout 60s
-	_ = k.h.Close("a")                       // TIME_WAIT for 2m
+	_ = k.h.Close("a")                      // TIME_WAIT for 2m
 	k.clk.Advance(100 * time.Second)
 	if s := k.server("b", "10.0.0.1:1001"); s != first {
 		t.Fatalf("past its timeout, the template still controls a's entry: want %s, got %s", first, s)
