@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -190,6 +193,34 @@ var checks = []check{
 				out = append(out, "still draining after close")
 			}
 			return strings.Join(out, "; ")
+		},
+	},
+	{
+		name: "a UDP real server is deleted at once, with its entry still live: UDP has no graceful termination",
+		want: "answered by the real server; deleted at once",
+		run: func(k *kut) string {
+			k.sysctl(ipvs.SysctlIPForward, 1)
+			vs := ipvs.VirtualServer{Address: "10.96.0.53", Protocol: "UDP", Port: 53, Scheduler: "rr"}
+			Expect(k.dp.IPVS.AddVirtualServer(vs)).To(Succeed())
+			udp := ipvs.RealServer{Address: backends[0], Port: netns.BackendPort, Weight: 1}
+			Expect(k.dp.IPVS.AddRealServer(vs, udp)).To(Succeed())
+			Expect(k.dp.Addresses.EnsureDevice(ipvs.DummyDevice)).To(Succeed())
+			Expect(k.dp.Addresses.Bind(ipvs.DummyDevice, vs.Address)).To(Succeed())
+			r := k.traffic.Connect("u1", "UDP", "10.0.0.5:46000", "10.96.0.53:53")
+			Expect(r.Err).NotTo(HaveOccurred())
+			out := "answered by " + which(r.Server, udp.Key())
+			if r.Server == udp.Key() {
+				out = "answered by the real server"
+			}
+			gtm := ipvs.NewGracefulTerminationManager(k.dp.IPVS, k.clk, nil)
+			defer gtm.Stop()
+			Expect(gtm.Delete(vs, udp)).To(Succeed())
+			left, err := k.dp.IPVS.RealServers(vs)
+			Expect(err).NotTo(HaveOccurred())
+			if len(left) == 0 && len(gtm.Pending()) == 0 {
+				return out + "; deleted at once"
+			}
+			return out + "; kept draining"
 		},
 	},
 	{
@@ -401,11 +432,41 @@ func hasTraffic(s *scenarios.Scenario) bool {
 	return false
 }
 
+// TestLeakHelper is not a test: run by the sweeper spec as a child process,
+// it builds a topology and waits to be killed, as a run killed mid-way would.
+func TestLeakHelper(t *testing.T) {
+	if os.Getenv("PROXYSIM_LEAK_HELPER") != "1" {
+		t.Skip("a helper for the sweeper spec")
+	}
+	if _, err := netns.BuildTopology(2); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("READY")
+	select {}
+}
+
 var _ = Describe("throwaway namespaces", Label("kernel"), func() {
 	BeforeEach(func() {
 		if !netns.Privileged() {
 			Skip("not root: " + howToRun)
 		}
+	})
+
+	It("survive a killed run only until the next one sweeps them", func() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestLeakHelper$")
+		cmd.Env = append(os.Environ(), "PROXYSIM_LEAK_HELPER=1")
+		out, err := cmd.StdoutPipe()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cmd.Start()).To(Succeed())
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		Expect(line).To(ContainSubstring("READY"))
+		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		cmd.Wait()
+		Expect(len(leftovers())).To(BeNumerically(">=", 4), "client, node and two backends outlive a SIGKILL")
+		removed, err := netns.Sweep()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(removed).NotTo(BeEmpty())
+		Expect(leftovers()).To(BeEmpty())
 	})
 
 	It("leave nothing behind, and the sweeper removes what a killed run left", func() {
