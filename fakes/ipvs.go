@@ -3,7 +3,6 @@ package fakes
 import (
 	"fmt"
 	"net"
-	"sort"
 	"sync"
 	"time"
 
@@ -833,17 +832,4 @@ func (f *IPVS) Conn(name string) (ipvs.ConnInfo, bool) {
 		return ipvs.ConnInfo{State: "GONE"}, false
 	}
 	return ipvs.ConnInfo{Server: c.dest.rs.Key(), State: c.state}, true
-}
-
-// Conns lists the connection table, like ipvsadm -Lnc, sorted.
-func (f *IPVS) Conns() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.expire(f.now())
-	var out []string
-	for _, c := range f.conns {
-		out = append(out, fmt.Sprintf("%s %s %s -> %s %s", c.proto, c.client, c.vsKey, c.dest.rs.Key(), c.state))
-	}
-	sort.Strings(out)
-	return out
 }

@@ -26,7 +26,6 @@ func DefaultSysctls() map[string]int {
 type Sysctls struct {
 	mu     sync.Mutex
 	values map[string]int
-	writes int
 }
 
 var _ ipvs.Sysctl = (*Sysctls)(nil)
@@ -58,15 +57,7 @@ func (s *Sysctls) Set(name string, value int) error {
 		return fmt.Errorf("open /proc/sys/%s: no such file or directory", name)
 	}
 	s.values[name] = value
-	s.writes++
 	return nil
-}
-
-// Writes counts the writes so far.
-func (s *Sysctls) Writes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writes
 }
 
 // Dummy is a fake set of devices and their addresses.

@@ -301,16 +301,6 @@ func (m ServiceMap) Update(t *ServiceChangeTracker) ServiceMapResult {
 	return res
 }
 
-// SortedNames returns the map's keys in a stable order.
-func (m ServiceMap) SortedNames() []ServicePortName {
-	out := make([]ServicePortName, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return lessSPN(out[i], out[j]) })
-	return out
-}
-
 func lessSPN(a, b ServicePortName) bool {
 	if a.Namespace != b.Namespace {
 		return a.Namespace < b.Namespace

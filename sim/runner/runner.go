@@ -271,13 +271,6 @@ func (r *Runner) RetryAfter(d time.Duration) error {
 	return nil
 }
 
-// Running reports whether a run is in progress.
-func (r *Runner) Running() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.running
-}
-
 // launch executes one run. The policy has already decided it may start.
 func (r *Runner) launch(why Reason) {
 	r.mu.Lock()

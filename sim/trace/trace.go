@@ -67,7 +67,6 @@ type Recorder struct {
 	start  time.Time
 	now    func() time.Time
 	events []Event
-	sink   func(Event)
 }
 
 // NewRecorder records against a clock reading now, counting from start.
@@ -75,23 +74,12 @@ func NewRecorder(start time.Time, now func() time.Time) *Recorder {
 	return &Recorder{start: start, now: now}
 }
 
-// OnEvent calls f for every event as it is recorded (for live output).
-func (r *Recorder) OnEvent(f func(Event)) {
-	r.mu.Lock()
-	r.sink = f
-	r.mu.Unlock()
-}
-
 // Add stamps e with the current virtual time and records it.
 func (r *Recorder) Add(e Event) {
 	r.mu.Lock()
 	e.At = Duration(r.now().Sub(r.start))
 	r.events = append(r.events, e)
-	sink := r.sink
 	r.mu.Unlock()
-	if sink != nil {
-		sink(e)
-	}
 }
 
 // At converts a virtual instant into trace time.

@@ -37,7 +37,6 @@ type Clock struct {
 	now   time.Time
 	seq   uint64
 	queue eventQueue
-	fired uint64
 }
 
 var (
@@ -117,13 +116,6 @@ func (c *Clock) Pending() (time.Time, bool) {
 	return c.queue[0].at, true
 }
 
-// Fired counts the timers fired so far; a cheap progress measure.
-func (c *Clock) Fired() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fired
-}
-
 // Step moves time to the earliest deadline and fires that one timer. It
 // reports false, leaving time alone, when no timer is armed.
 func (c *Clock) Step() bool {
@@ -137,7 +129,6 @@ func (c *Clock) Step() bool {
 	if ev.at.After(c.now) {
 		c.now = ev.at
 	}
-	c.fired++
 	now := c.now
 	c.mu.Unlock()
 	ev.target.fire(now)
