@@ -204,3 +204,21 @@ func TestReplayIsByteIdentical(t *testing.T) {
 		}
 	}
 }
+
+// Like the API server, the world does not write an update that changes
+// nothing: no event reaches the proxy.
+func TestNoOpUpdateSendsNoEvent(t *testing.T) {
+	w := sim.New(t, sim.Config{Runner: runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: time.Hour}})
+	svcs, slices := fakes.Cluster(1, 2)
+	_ = w.Create(svcs[0])
+	_ = w.Create(slices[0])
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	before := len(kinds(w, trace.Object))
+	w.At(time.Second, func() { _ = w.Update(slices[0]) })
+	w.RunUntil(2 * time.Second)
+	if n := len(kinds(w, trace.Object)); n != before {
+		t.Fatalf("a no-op update delivered %d events", n-before)
+	}
+}

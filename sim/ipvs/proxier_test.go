@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/sim"
@@ -125,5 +126,31 @@ func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 		if a, _ := dp.Addresses.Addresses(ipvs.DummyDevice); len(a) != 0 {
 			t.Fatalf("address bound although its virtual server failed: %v", a)
 		}
+	}
+}
+
+// The scheduler and ClientIP affinity reach every virtual server. With a
+// Local internal policy and no local endpoint, a service that has no
+// external entry point uses no cluster endpoints either (kube-proxy's rule):
+// its virtual server is empty.
+func TestSchedulerAffinityAndLocalFallback(t *testing.T) {
+	w, h, _, _ := world(t, "6.1.0", ipvs.Config{Scheduler: "wrr"})
+	svc := fakes.Service("default", "web", "10.96.0.10", 80)
+	svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(300))}}
+	local := v1.ServiceInternalTrafficPolicyLocal
+	svc.Spec.InternalTrafficPolicy = &local
+	_ = w.Create(svc)
+	_ = w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.9.9")) // on no node: not local
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	table, _ := ipvs.Table(h)
+	want := `Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  10.96.0.10:80 wrr persistent 300
+`
+	if table != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", table, want)
 	}
 }
