@@ -108,16 +108,6 @@ func RunnerConfig(p Proxy) runner.Config {
 	return cfg
 }
 
-// versionAtLeast reports whether a kube-proxy version is 1.minor or later.
-func versionAtLeast(version string, minor int) bool {
-	v := strings.TrimPrefix(version, "v")
-	var major, m int
-	if _, err := fmt.Sscanf(v, "%d.%d", &major, &m); err != nil {
-		return true
-	}
-	return major > 1 || m >= minor
-}
-
 // replayer holds one replay's state.
 type replayer struct {
 	s       *Scenario
@@ -173,8 +163,10 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		}
 	}
 	cfg := sim.Config{
-		Runner:       RunnerConfig(p),
-		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: !versionAtLeast(p.Version, 34)},
+		Runner: RunnerConfig(p),
+		// Node hints arrived with PreferSameTrafficDistribution, on from
+		// v1.34: the release that also brought the cooldown runner.
+		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: RunnerConfig(p).Generation == runner.Burst},
 		NodeName:     p.NodeName,
 		Zone:         p.Zone,
 		ResyncPeriod: resync,
