@@ -250,7 +250,7 @@ func (r *replayer) evalPending() {
 		fails := r.check(p.step, p.e)
 		switch {
 		case len(fails) == 0:
-			r.res.Trace.Add(trace.Event{Kind: "check", Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect (within)", p.step)})
+			r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect (within)", p.step)})
 		case now >= p.deadline:
 			p.last = fails
 			r.fail(p.last)
@@ -273,7 +273,7 @@ func (r *replayer) expirePending() {
 
 func (r *replayer) fail(fs []Failure) {
 	for _, f := range fs {
-		r.res.Trace.Add(trace.Event{Kind: "check", Op: "fail", Detail: f.Pos.Path, Err: "expected " + oneLine(f.Expected) + ", got " + oneLine(f.Got)})
+		r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "fail", Detail: f.Pos.Path, Err: "expected " + oneLine(f.Expected) + ", got " + oneLine(f.Got)})
 		f.Context = tail(r.res.Trace.Events(), r.opts.ContextLines)
 		r.res.Failures = append(r.res.Failures, f)
 	}
@@ -362,7 +362,7 @@ func (r *replayer) act(i int, st *Step) error {
 		}
 		res := r.env.Traffic.Connect(c.Name, c.Protocol, c.Client, c.Service)
 		r.conns[c.Name] = res
-		e := trace.Event{Kind: "conn", Op: "connect", Object: c.Name, Detail: fmt.Sprintf("%s %s -> %s", c.Protocol, c.Client, c.Service)}
+		e := trace.Event{Kind: trace.Conn, Op: "connect", Object: c.Name, Detail: fmt.Sprintf("%s %s -> %s", c.Protocol, c.Client, c.Service)}
 		if res.Err != nil {
 			e.Err = res.Err.Error()
 		} else {
@@ -373,7 +373,7 @@ func (r *replayer) act(i int, st *Step) error {
 		if r.env.Traffic == nil {
 			return stepErr(fmt.Errorf("the %s dataplane cannot close connections", r.env.Name))
 		}
-		w.Trace.Add(trace.Event{Kind: "conn", Op: "close", Object: st.Close.Name})
+		w.Trace.Add(trace.Event{Kind: trace.Conn, Op: "close", Object: st.Close.Name})
 		if err := r.env.Traffic.Close(st.Close.Name); err != nil {
 			return stepErr(err)
 		}
@@ -476,7 +476,7 @@ func (r *replayer) patch(p *Patch) error {
 func (r *replayer) expect(step int, e *Expect) {
 	fails := r.check(step, e)
 	if len(fails) == 0 {
-		r.res.Trace.Add(trace.Event{Kind: "check", Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect", step)})
+		r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect", step)})
 		return
 	}
 	if e.Within != nil && e.Within.D() > 0 {

@@ -24,6 +24,8 @@ const (
 	End       = "run.end"
 	Dataplane = "dataplane" // one dataplane operation
 	Step      = "step"      // a scenario step
+	Conn      = "conn"      // a client connection opened or closed
+	Check     = "check"     // an expectation passed or failed
 	Note      = "note"
 )
 
