@@ -40,10 +40,11 @@ build:
 	CGO_ENABLED=0 $(GO) build -o bin/proxysim ./cmd/proxysim
 
 ## e2e-vm: the privileged suite in a QEMU VM with Debian's cloud kernel
+## (VM_RELEASE=bullseye or trixie for another release's kernel)
 e2e-vm: build
 	bash netns/vm/deps.sh
 	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
-	bin/proxysim vm bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v
+	bin/proxysim vm --release "$(VM_RELEASE)" bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v
 
 ## e2e-netns: the privileged suite directly, on a host with ip_vs, as root
 e2e-netns:

@@ -70,7 +70,7 @@ A scenario is a YAML file, or the name of a bundled one (see 'proxysim list').
 Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
 input (nothing was run), 3 the replay could not run.`,
 	}
-	var dataplane string
+	var dataplane, release, cpu string
 	var update, verbose bool
 	replay := &cobra.Command{
 		Use:   "replay FILE|NAME...",
@@ -185,7 +185,7 @@ input (nothing was run), 3 the replay could not run.`,
 		Short: "Run a static binary as root in a QEMU VM with Debian's cloud kernel (real IPVS)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := vm.Run(cmd.Context(), vm.Config{Console: stdout}, args[0], args[1:], nil)
+			res, err := vm.Run(cmd.Context(), vm.Config{Console: stdout, Release: release, CPU: cpu}, args[0], args[1:], nil)
 			if err != nil {
 				return fail(exitCannotRun, err)
 			}
@@ -197,6 +197,8 @@ input (nothing was run), 3 the replay could not run.`,
 		},
 	}
 	vmCmd.Flags().SetInterspersed(false)
+	vmCmd.Flags().StringVar(&cpu, "cpu", "max", "QEMU CPU model")
+	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd)
 	return root
 }

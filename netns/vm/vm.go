@@ -46,6 +46,13 @@ type Config struct {
 	Memory string
 	// Console receives the guest's console output as it arrives.
 	Console io.Writer
+	// CPU is QEMU's CPU model (default max).
+	CPU string
+	// Release is the Debian release whose cloud kernel to boot: "" uses the
+	// host's own apt configuration (bookworm here); another release
+	// (bullseye, trixie) gets a private apt configuration in the cache that
+	// points at the host's own mirror, leaving the host's sources untouched.
+	Release string
 }
 
 // Result is what a run produced.
@@ -119,6 +126,9 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	if cfg.Memory == "" {
 		cfg.Memory = "1024M"
 	}
+	if cfg.CPU == "" {
+		cfg.CPU = "max"
+	}
 	if cfg.Console == nil {
 		cfg.Console = io.Discard
 	}
@@ -128,7 +138,11 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	if ok, err := IsStatic(binary); err != nil || !ok {
 		return Result{}, fmt.Errorf("%s must be a static binary (build it with CGO_ENABLED=0): %v", binary, err)
 	}
-	k, err := ensureKernel(ctx, cfg.CacheDir)
+	apt, err := aptFor(ctx, cfg.CacheDir, cfg.Release)
+	if err != nil {
+		return Result{}, err
+	}
+	k, err := ensureKernel(ctx, cfg.CacheDir, apt)
 	if err != nil {
 		return Result{}, err
 	}
@@ -156,7 +170,7 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
-		"-accel", "tcg", "-cpu", "max", "-m", cfg.Memory, "-smp", "1",
+		"-accel", "tcg", "-cpu", cfg.CPU, "-m", cfg.Memory, "-smp", "1",
 		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
 		"-kernel", k.vmlinuz, "-initrd", initrd,
 		"-append", "console=ttyS0 panic=-1 quiet")
@@ -204,14 +218,106 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	return res, nil
 }
 
+// aptFor returns the options that point apt-get and apt-cache at a release:
+// none for the host's own; for another, a private configuration (sources,
+// lists, cache) under cache/apt/<release>, updated once, that reuses the
+// mirror and keyring of the host's own Debian sources.
+func aptFor(ctx context.Context, cache, release string) ([]string, error) {
+	if release == "" {
+		return nil, nil
+	}
+	uri, keyring, err := hostMirror()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, "apt", release)
+	lists := filepath.Join(dir, "lists")
+	for _, d := range []string{filepath.Join(lists, "partial"), filepath.Join(dir, "cache", "archives", "partial"), filepath.Join(dir, "parts")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	src := filepath.Join(dir, "sources.list")
+	line := fmt.Sprintf("deb [signed-by=%s] %s %s main\n", keyring, uri, release)
+	if err := os.WriteFile(src, []byte(line), 0o644); err != nil {
+		return nil, err
+	}
+	opts := []string{
+		"-o", "Dir::Etc::SourceList=" + src,
+		"-o", "Dir::Etc::SourceParts=" + filepath.Join(dir, "parts"),
+		"-o", "Dir::State::Lists=" + lists,
+		"-o", "Dir::Cache=" + filepath.Join(dir, "cache"),
+	}
+	if m, _ := filepath.Glob(filepath.Join(lists, "*Packages*")); len(m) == 0 {
+		if b, err := exec.CommandContext(ctx, "apt-get", append(opts, "update")...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("apt-get update for %s: %v\n%s", release, err, b)
+		}
+	}
+	return opts, nil
+}
+
+// hostMirror finds the Debian mirror and keyring of the host's apt sources
+// (deb822 .sources files or sources.list).
+func hostMirror() (uri, keyring string, err error) {
+	keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+	files, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, stanza := range strings.Split(string(b), "\n\n") {
+			var u, suites, key string
+			for _, l := range strings.Split(stanza, "\n") {
+				k, v, ok := strings.Cut(l, ":")
+				if !ok || strings.HasPrefix(l, "#") {
+					continue
+				}
+				switch strings.TrimSpace(k) {
+				case "URIs":
+					u = strings.Fields(v)[0]
+				case "Suites":
+					suites = v
+				case "Signed-By":
+					key = strings.TrimSpace(v)
+				}
+			}
+			if u != "" && !strings.Contains(suites, "security") {
+				if key != "" {
+					keyring = key
+				}
+				return u, keyring, nil
+			}
+		}
+	}
+	if b, err := os.ReadFile("/etc/apt/sources.list"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 3 && f[0] == "deb" && !strings.Contains(l, "security") {
+				i := 1
+				if strings.HasPrefix(f[1], "[") {
+					for i < len(f) && !strings.HasSuffix(f[i], "]") {
+						i++
+					}
+					i++
+				}
+				if i < len(f) {
+					return f[i], keyring, nil
+				}
+			}
+		}
+	}
+	return "", "", errors.New("cannot find the host's Debian mirror in its apt sources")
+}
+
 type kernel struct {
 	dir, version, vmlinuz string
 }
 
 // ensureKernel downloads and unpacks the current bookworm cloud kernel into
 // the cache, once.
-func ensureKernel(ctx context.Context, cache string) (kernel, error) {
-	out, err := exec.CommandContext(ctx, "apt-cache", "depends", "linux-image-cloud-amd64").Output()
+func ensureKernel(ctx context.Context, cache string, apt []string) (kernel, error) {
+	out, err := exec.CommandContext(ctx, "apt-cache", append(apt, "depends", "linux-image-cloud-amd64")...).Output()
 	if err != nil {
 		return kernel{}, fmt.Errorf("apt-cache depends linux-image-cloud-amd64 (run apt-get update?): %w", err)
 	}
@@ -235,7 +341,7 @@ func ensureKernel(ctx context.Context, cache string) (kernel, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return kernel{}, err
 	}
-	dl := exec.CommandContext(ctx, "apt-get", "download", pkg)
+	dl := exec.CommandContext(ctx, "apt-get", append(apt, "download", pkg)...)
 	dl.Dir = tmp
 	if b, err := dl.CombinedOutput(); err != nil {
 		return kernel{}, fmt.Errorf("apt-get download %s: %v\n%s", pkg, err, b)
