@@ -35,6 +35,16 @@ func LibraryNames() []string {
 	return out
 }
 
+// IsLibrary reports whether name is a bundled scenario.
+func IsLibrary(name string) bool {
+	for _, n := range LibraryNames() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
 // LoadLibrary loads a bundled scenario by name.
 func LoadLibrary(name string) (*Scenario, error) {
 	return LoadFS(Library(), path.Clean(name)+".yaml")

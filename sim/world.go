@@ -24,7 +24,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/proxysim/proxysim/sim/ipvs"
@@ -370,19 +372,32 @@ func kindOf(obj any) string {
 	return fmt.Sprintf("%T", obj)
 }
 
+// nsName is an object's namespace and name.
 func nsName(obj any) [2]string {
-	switch o := obj.(type) {
-	case *v1.Service:
-		return [2]string{o.Namespace, o.Name}
-	case *discovery.EndpointSlice:
-		return [2]string{o.Namespace, o.Name}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return [2]string{}
 	}
-	return [2]string{}
+	return [2]string{m.GetNamespace(), m.GetName()}
+}
+
+// typedClient is what the world needs of a typed client: create and update.
+type typedClient[T any] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}
+
+func send[T any](c typedClient[T], obj T, update bool) error {
+	var err error
+	if update {
+		_, err = c.Update(context.Background(), obj, metav1.UpdateOptions{})
+	} else {
+		_, err = c.Create(context.Background(), obj, metav1.CreateOptions{})
+	}
+	return err
 }
 
 func (w *World) write(obj any, update bool) error {
-	ctx := context.Background()
-	var err error
 	if update && w.unchanged(obj) {
 		// Like the API server, an update that changes nothing is not
 		// written: no new resourceVersion, no watch event.
@@ -390,27 +405,16 @@ func (w *World) write(obj any, update bool) error {
 	}
 	// Stamp a shallow copy: the caller's object is left alone, and the fake
 	// API server deep-copies what it stores.
+	var err error
 	switch o := obj.(type) {
 	case *v1.Service:
 		cp := *o
-		o = &cp
-		w.stamp(&o.ObjectMeta)
-		c := w.Client.CoreV1().Services(o.Namespace)
-		if update {
-			_, err = c.Update(ctx, o, metav1.UpdateOptions{})
-		} else {
-			_, err = c.Create(ctx, o, metav1.CreateOptions{})
-		}
+		w.stamp(&cp.ObjectMeta)
+		err = send(w.Client.CoreV1().Services(cp.Namespace), &cp, update)
 	case *discovery.EndpointSlice:
 		cp := *o
-		o = &cp
-		w.stamp(&o.ObjectMeta)
-		c := w.Client.DiscoveryV1().EndpointSlices(o.Namespace)
-		if update {
-			_, err = c.Update(ctx, o, metav1.UpdateOptions{})
-		} else {
-			_, err = c.Create(ctx, o, metav1.CreateOptions{})
-		}
+		w.stamp(&cp.ObjectMeta)
+		err = send(w.Client.DiscoveryV1().EndpointSlices(cp.Namespace), &cp, update)
 	default:
 		return fmt.Errorf("unsupported object type %T", obj)
 	}
@@ -428,17 +432,18 @@ func (w *World) unchanged(obj any) bool {
 	if err != nil {
 		return false
 	}
-	switch o := obj.(type) {
-	case *v1.Service:
-		a, b := *o, *cur.(*v1.Service)
-		a.ResourceVersion, b.ResourceVersion = "", ""
-		return apiequality.Semantic.DeepEqual(&a, &b)
-	case *discovery.EndpointSlice:
-		a, b := *o, *cur.(*discovery.EndpointSlice)
-		a.ResourceVersion, b.ResourceVersion = "", ""
-		return apiequality.Semantic.DeepEqual(&a, &b)
+	a, aok := obj.(runtime.Object)
+	b, bok := cur.(runtime.Object)
+	if !aok || !bok {
+		return false
 	}
-	return false
+	a, b = a.DeepCopyObject(), b.DeepCopyObject()
+	for _, o := range []runtime.Object{a, b} {
+		if m, err := meta.Accessor(o); err == nil {
+			m.SetResourceVersion("")
+		}
+	}
+	return apiequality.Semantic.DeepEqual(a, b)
 }
 
 // noteWrite remembers when an object was written, so that its propagation

@@ -149,7 +149,7 @@ input (nothing was run), 3 the replay could not run.`,
 			return nil
 		},
 	}
-	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program")
+	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -296,10 +296,8 @@ func loadOne(arg string) (*scenarios.Scenario, error) {
 	if _, err := os.Stat(arg); err == nil {
 		return scenarios.Load(arg)
 	}
-	for _, n := range scenarios.LibraryNames() {
-		if n == arg {
-			return scenarios.LoadLibrary(arg)
-		}
+	if scenarios.IsLibrary(arg) {
+		return scenarios.LoadLibrary(arg)
 	}
 	if strings.ContainsAny(arg, "/") || strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
 		return scenarios.Load(arg)
@@ -308,10 +306,8 @@ func loadOne(arg string) (*scenarios.Scenario, error) {
 }
 
 func readLibrary(name string) ([]byte, error) {
-	for _, n := range scenarios.LibraryNames() {
-		if n == name {
-			return scenarios.ReadLibraryFile(name + ".yaml")
-		}
+	if scenarios.IsLibrary(name) {
+		return scenarios.ReadLibraryFile(name + ".yaml")
 	}
 	return nil, fmt.Errorf("%s: no bundled scenario of that name (see 'proxysim list')", name)
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/proxysim/proxysim/fakes"
@@ -47,9 +47,9 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 				s.w.Run(time.Second)
 				var err error
 				if del != "" {
-					_, err = s.w.Get(del, nsName(obj))
+					_, err = s.w.Get(del, [2]string{"default", obj.(metav1.Object).GetName()})
 					if err == nil {
-						err = s.w.Delete(del, "default", nsName(obj)[1])
+						err = s.w.Delete(del, "default", obj.(metav1.Object).GetName())
 					} else {
 						err = nil
 					}
@@ -72,16 +72,6 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 			}
 		}
 	}
-}
-
-func nsName(obj any) [2]string {
-	switch o := obj.(type) {
-	case *v1.Service:
-		return [2]string{o.Namespace, o.Name}
-	case *discovery.EndpointSlice:
-		return [2]string{o.Namespace, o.Name}
-	}
-	return [2]string{}
 }
 
 // randomChange returns an object to apply, or one to delete (del names its
