@@ -16,6 +16,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"testing"
@@ -23,10 +24,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/proxysim/proxysim/sim/ipvs"
@@ -428,22 +427,40 @@ func (w *World) write(obj any, update bool) error {
 // unchanged reports whether obj equals the stored object but for its
 // resourceVersion.
 func (w *World) unchanged(obj any) bool {
-	cur, err := w.Get(kindOf(obj), nsName(obj))
-	if err != nil {
+	cur, ok := w.current(obj)
+	if !ok {
 		return false
 	}
-	a, aok := obj.(runtime.Object)
-	b, bok := cur.(runtime.Object)
-	if !aok || !bok {
-		return false
+	// Shallow copies are enough to blank the resourceVersion: this runs on
+	// every update, so no deep copies here.
+	switch o := obj.(type) {
+	case *v1.Service:
+		a, b := *o, *cur.(*v1.Service)
+		a.ResourceVersion, b.ResourceVersion = "", ""
+		return reflect.DeepEqual(&a, &b)
+	case *discovery.EndpointSlice:
+		a, b := *o, *cur.(*discovery.EndpointSlice)
+		a.ResourceVersion, b.ResourceVersion = "", ""
+		return reflect.DeepEqual(&a, &b)
 	}
-	a, b = a.DeepCopyObject(), b.DeepCopyObject()
-	for _, o := range []runtime.Object{a, b} {
-		if m, err := meta.Accessor(o); err == nil {
-			m.SetResourceVersion("")
-		}
+	return false
+}
+
+// current is the stored version of obj: from the informer cache once the
+// proxy runs (the barrier keeps it up to date, and reading it copies
+// nothing), from the API server before.
+func (w *World) current(obj any) (any, bool) {
+	if w.inst == nil {
+		cur, err := w.Get(kindOf(obj), nsName(obj))
+		return cur, err == nil
 	}
-	return apiequality.Semantic.DeepEqual(a, b)
+	store := w.inst.svcInf.GetStore()
+	if _, ok := obj.(*discovery.EndpointSlice); ok {
+		store = w.inst.sliceInf.GetStore()
+	}
+	key := nsName(obj)
+	cur, ok, err := store.GetByKey(key[0] + "/" + key[1])
+	return cur, ok && err == nil
 }
 
 // noteWrite remembers when an object was written, so that its propagation
