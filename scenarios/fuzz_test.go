@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
 )
 
 // FuzzParse feeds arbitrary bytes to the loader: it must report problems,
@@ -30,12 +31,7 @@ func FuzzParse(f *testing.F) {
 	})
 	manifests, _ := fs.ReadFile(Library(), "manifests/web.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse("fuzz.yaml", data, func(rel string) ([]byte, error) {
-			if rel == "manifests/web.yaml" {
-				return manifests, nil
-			}
-			return nil, fs.ErrNotExist
-		})
+		s, err := Parse("fuzz.yaml", data, fstest.MapFS{"manifests/web.yaml": {Data: manifests}})
 		if err == nil && s == nil {
 			t.Fatal("no scenario and no error")
 		}

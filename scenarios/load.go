@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -21,33 +20,47 @@ import (
 	"github.com/proxysim/proxysim/sim/runner"
 )
 
-// Load reads and validates a scenario file from disk.
+// Load reads and validates a scenario file from disk. Every file it names
+// must be a regular file inside the scenario's folder (after symlinks).
 func Load(file string) (*Scenario, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, Problems{{File: file, Line: 0, Column: 0, Path: "", Msg: err.Error()}}
+	dir := filepath.Dir(file)
+	base := filepath.Base(file)
+	// The scenario named on the command line may itself be a symlink; its
+	// folder is where it really lives.
+	if real, err := filepath.EvalSymlinks(file); err == nil {
+		dir, base = filepath.Dir(real), filepath.Base(real)
 	}
-	return Parse(file, data, func(rel string) ([]byte, error) {
-		return os.ReadFile(filepath.Join(filepath.Dir(file), rel))
-	})
+	f := osFolder(dir)
+	data, err := f.read(base)
+	if err != nil {
+		return nil, Problems{{File: file, Msg: "cannot read the scenario: " + err.Error()}}
+	}
+	return parse(file, data, f, base)
 }
 
 // LoadFS reads a scenario from a file system (the embedded library).
 func LoadFS(fsys fs.FS, name string) (*Scenario, error) {
-	data, err := fs.ReadFile(fsys, name)
+	f := fsFolder(fsys, path.Dir(name))
+	data, err := f.read(path.Base(name))
 	if err != nil {
-		return nil, Problems{{File: name, Msg: err.Error()}}
+		return nil, Problems{{File: name, Msg: "cannot read the scenario: " + err.Error()}}
 	}
-	return Parse(name, data, func(rel string) ([]byte, error) {
-		return fs.ReadFile(fsys, path.Join(path.Dir(name), rel))
-	})
+	return parse(name, data, f, path.Base(name))
+}
+
+// Parse validates a scenario held in memory. dir, if not nil, is the
+// scenario's folder: the files it names are read from there. --update cannot
+// rewrite a parsed scenario.
+func Parse(file string, data []byte, dir fs.FS) (*Scenario, error) {
+	if dir == nil {
+		dir = noFiles{}
+	}
+	return parse(file, data, fsFolder(dir, "."), "")
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
 
-// Parse validates a scenario held in memory; readFile resolves paths named
-// in the file, relative to it.
-func Parse(file string, data []byte, readFile func(string) ([]byte, error)) (*Scenario, error) {
+func parse(file string, data []byte, dir folder, base string) (*Scenario, error) {
 	d := &decoder{file: file}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -71,7 +84,10 @@ func Parse(file string, data []byte, readFile func(string) ([]byte, error)) (*Sc
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		return nil, Problems{{File: file, Line: line, Column: col, Path: "(syntax)", Msg: msg}}
 	}
-	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, readFile: readFile}
+	if p := secondDocument(dec, file); p != nil {
+		d.problems = append(d.problems, *p)
+	}
+	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base}
 	d.decode(&doc, "", reflectValue(s))
 	// Validate even a file that did not decode cleanly, so that every
 	// problem is reported at once.
@@ -244,7 +260,7 @@ func (d *decoder) validate(s *Scenario) {
 			delete(conns, c.Name)
 		}
 		if e := st.Expect; e != nil {
-			d.validateExpect(e, known, opened)
+			d.validateExpect(s, e, known, opened)
 		}
 	}
 }
@@ -315,7 +331,7 @@ func (d *decoder) validateProxy(p *Proxy) {
 	}
 }
 
-func (d *decoder) validateExpect(e *Expect, known, opened map[string]bool) {
+func (d *decoder) validateExpect(s *Scenario, e *Expect, known, opened map[string]bool) {
 	if sy := e.Syncs; sy != nil {
 		d.validateWindow(sy.Between, sy.Src)
 		if sy.Count == nil && sy.AtLeast == nil && sy.AtMost == nil && sy.At == nil {
@@ -330,6 +346,11 @@ func (d *decoder) validateExpect(e *Expect, known, opened map[string]bool) {
 	}
 	if e.IPVS != nil && e.IPVSFile != "" {
 		d.addAt(e.Src.At("ipvsFile"), "give ipvs or ipvsFile, not both")
+	}
+	if e.IPVSFile != "" {
+		if err := s.folder.check(e.IPVSFile); err != nil {
+			d.addAt(e.Src.At("ipvsFile"), "%v", err)
+		}
 	}
 	for name := range e.Sysctls {
 		if !knownSysctls[name] {
@@ -401,9 +422,9 @@ func (d *decoder) objectsOf(s *Scenario, n *yaml.Node, p string) []Object {
 	}
 	if n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Value == "file" {
 		rel := n.Content[1].Value
-		data, err := s.readFile(rel)
+		data, err := s.folder.read(rel)
 		if err != nil {
-			d.add(n.Content[1], join(p, "file"), "cannot read %s: %v", rel, unwrapPathError(err))
+			d.add(n.Content[1], join(p, "file"), "%v", err)
 			return nil
 		}
 		name := path.Join(path.Dir(filepath.ToSlash(s.File)), rel)
@@ -441,4 +462,22 @@ func unwrapPathError(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// secondDocument reports a YAML document after the scenario's first: a
+// scenario is one document, and a second one would otherwise be ignored
+// silently.
+func secondDocument(dec *yaml.Decoder, file string) *Problem {
+	var next yaml.Node
+	err := dec.Decode(&next)
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return &Problem{File: file, Line: 1, Column: 1, Path: "(syntax)", Msg: "after the first document: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	case len(next.Content) == 0 || next.Content[0].Tag == "!!null":
+		return nil
+	}
+	return &Problem{File: file, Line: next.Content[0].Line, Column: next.Content[0].Column, Path: "(document 2)",
+		Msg: "a scenario file holds one YAML document; a second one starts here (manifests with several documents go in a file: reference)"}
 }

@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -536,8 +535,8 @@ func (r *replayer) check(step int, e *Expect) []Failure {
 			want = *e.IPVS
 		} else {
 			pos = e.Src.At("ipvsFile")
-			file = filepath.Join(r.s.Dir, e.IPVSFile)
-			b, err := r.s.readFile(e.IPVSFile)
+			file = e.IPVSFile
+			b, err := r.s.folder.read(e.IPVSFile)
 			if err != nil && !r.opts.Update {
 				failAt(pos, "ipvsFile", "a readable golden file "+e.IPVSFile, err.Error())
 			}
@@ -709,10 +708,10 @@ func (r *replayer) writeGoldens() error {
 	var inline []goldenUpdate
 	for _, g := range r.golden {
 		if !g.inline {
-			if err := os.WriteFile(g.file, []byte(g.text), 0o644); err != nil {
+			if err := r.s.folder.write(g.file, []byte(g.text)); err != nil {
 				return fmt.Errorf("--update: %w", err)
 			}
-			r.res.Updated = append(r.res.Updated, g.file)
+			r.res.Updated = append(r.res.Updated, filepath.Join(r.s.Dir, g.file))
 			continue
 		}
 		inline = append(inline, g)
@@ -724,7 +723,10 @@ func (r *replayer) writeGoldens() error {
 	if err != nil {
 		return fmt.Errorf("--update %s: %w", r.s.File, err)
 	}
-	if err := os.WriteFile(r.s.File, src, 0o644); err != nil {
+	if r.s.base == "" {
+		return fmt.Errorf("--update %s: a scenario parsed from memory cannot be rewritten", r.s.File)
+	}
+	if err := r.s.folder.write(r.s.base, src); err != nil {
 		return fmt.Errorf("--update: %w", err)
 	}
 	r.res.Updated = append(r.res.Updated, r.s.File)

@@ -29,8 +29,9 @@ type Scenario struct {
 	File     string   `yaml:"-"`
 	Dir      string   `yaml:"-"`
 	Initial  []Object `yaml:"-"`
-	source   []byte
-	readFile func(string) ([]byte, error)
+	source []byte
+	folder folder // where the files it names are
+	base   string // the scenario's own name in folder ("" if parsed from memory)
 }
 
 // Proxy is the proxy under test.
