@@ -36,7 +36,7 @@ type folder struct {
 	base string
 }
 
-func osFolder(dir string) folder      { return folder{dir: dir} }
+func osFolder(dir string) folder           { return folder{dir: dir} }
 func fsFolder(f fs.FS, base string) folder { return folder{fsys: f, base: base} }
 
 // checkLocal refuses, before any file system access, what cannot name a file

@@ -26,12 +26,12 @@ type Scenario struct {
 	Src      Src
 
 	// Filled by Load.
-	File     string   `yaml:"-"`
-	Dir      string   `yaml:"-"`
-	Initial  []Object `yaml:"-"`
-	source []byte
-	folder folder // where the files it names are
-	base   string // the scenario's own name in folder ("" if parsed from memory)
+	File    string   `yaml:"-"`
+	Dir     string   `yaml:"-"`
+	Initial []Object `yaml:"-"`
+	source  []byte
+	folder  folder // where the files it names are
+	base    string // the scenario's own name in folder ("" if parsed from memory)
 }
 
 // Proxy is the proxy under test.
