@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/runner"
@@ -135,12 +137,16 @@ func (d *decoder) validate(s *Scenario) {
 	}
 
 	known := map[string]bool{}
+	// state is every object as it is at this point of the timeline, so that
+	// patches and churn are checked against what they will change.
+	state := map[string]runtime.Object{}
 	for i := range s.Objects {
 		for _, o := range d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i)) {
 			if known[o.Key] {
 				d.addAt(o.Pos, "%s is defined twice", o.Key)
 			}
 			known[o.Key] = true
+			state[o.Key] = o.Obj
 			s.Initial = append(s.Initial, o)
 		}
 	}
@@ -186,6 +192,7 @@ func (d *decoder) validate(s *Scenario) {
 					d.addAt(o.Pos, "update of %s, which does not exist at this point (use apply to create)", o.Key)
 				}
 				known[o.Key] = true
+				state[o.Key] = o.Obj
 				st.objects = append(st.objects, o)
 			}
 		}
@@ -206,12 +213,19 @@ func (d *decoder) validate(s *Scenario) {
 				if pt.Conditions == nil {
 					d.addAt(pt.Src.At("conditions"), "required: the conditions to set")
 				}
+				if sl, ok := state[KeyOf(pt.Kind, pt.Namespace, pt.Name)].(*discovery.EndpointSlice); ok && !hasEndpoint(sl, pt.Endpoint) {
+					d.addAt(pt.Src.At("endpoint"), "%s has no endpoint %s at this point", KeyOf(pt.Kind, pt.Namespace, pt.Name), pt.Endpoint)
+				}
+			default:
+				d.validateMerge(pt, p, state)
 			}
 		}
 		if c := st.Churn; c != nil {
 			d.validateRef("EndpointSlice", c.Namespace, c.Name, c.Src, known)
 			if net.ParseIP(c.Endpoint) == nil {
 				d.addAt(c.Src.At("endpoint"), "%q is not an IP address", c.Endpoint)
+			} else if sl, ok := state[KeyOf("EndpointSlice", c.Namespace, c.Name)].(*discovery.EndpointSlice); ok && !hasEndpoint(sl, c.Endpoint) {
+				d.addAt(c.Src.At("endpoint"), "%s has no endpoint %s at this point", KeyOf("EndpointSlice", c.Namespace, c.Name), c.Endpoint)
 			}
 			if c.Count < 1 {
 				d.addAt(c.Src.At("count"), "want at least 1 change")
@@ -223,6 +237,7 @@ func (d *decoder) validate(s *Scenario) {
 		if del := st.Delete; del != nil {
 			d.validateRef(del.Kind, del.Namespace, del.Name, del.Src, known)
 			delete(known, KeyOf(del.Kind, del.Namespace, del.Name))
+			delete(state, KeyOf(del.Kind, del.Namespace, del.Name))
 		}
 		if f := st.Fault; f != nil {
 			if f.DataplaneOps < 0 {
@@ -480,4 +495,35 @@ func secondDocument(dec *yaml.Decoder, file string) *Problem {
 	}
 	return &Problem{File: file, Line: next.Content[0].Line, Column: next.Content[0].Column, Path: "(document 2)",
 		Msg: "a scenario file holds one YAML document; a second one starts here (manifests with several documents go in a file: reference)"}
+}
+
+// validateMerge applies a merge patch to the object as it is at this point
+// and checks the result as a manifest: unknown fields are located in the
+// patch, and the patched object must pass the API server's rules.
+func (d *decoder) validateMerge(pt *Patch, path string, state map[string]runtime.Object) {
+	key := KeyOf(pt.Kind, pt.Namespace, pt.Name)
+	cur, ok := state[key]
+	if !ok {
+		return // reported by validateRef
+	}
+	mp := join(join(path, "patch"), "merge")
+	out, err := mergePatch(cur, pt.Merge)
+	if err != nil {
+		var pe *patchError
+		if errors.As(err, &pe) && pe.Field != "" {
+			d.add(findPath(pt.Merge, pe.Field), join(mp, pe.Field), "%s", pe.Msg)
+		} else {
+			d.add(pt.Merge, mp, "%v", err)
+		}
+		return
+	}
+	newKey, errs, _ := defaultAndValidate(out)
+	if newKey != key {
+		d.add(pt.Merge, mp, "a patch cannot rename %s (to %s)", key, newKey)
+		return
+	}
+	for _, e := range errs {
+		d.add(findPath(pt.Merge, e.Field), join(mp, e.Field), "%s (after the patch)", fieldMessage(e))
+	}
+	state[key] = out
 }

@@ -2,8 +2,6 @@ package scenarios
 
 import (
 	"encoding/json"
-	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	serjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -78,127 +77,29 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 		return fail(n, path, "%s", msg)
 	}
 	o := Object{Obj: obj, Kind: gvk.Kind, Pos: Pos{Line: n.Line, Column: n.Column, Path: path}, File: file}
-	ok := true
-	bad := func(field, format string, args ...any) {
-		fail(findPath(n, field), join(path, field), format, args...)
-		ok = false
+	key, errs, supported := defaultAndValidate(obj)
+	if !supported {
+		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (%s)", gvk.Kind, strings.Join(sortedKeys(supportedKinds), ", "))
 	}
+	o.Key = key
+	for _, e := range errs {
+		fail(findPath(n, e.Field), join(path, e.Field), "%s", fieldMessage(e))
+	}
+	return o, len(errs) == 0
+}
+
+// defaultAndValidate applies the API server's defaults to a decoded object
+// and checks it by its rules; it returns the object's scenario key.
+func defaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, supported bool) {
 	switch t := obj.(type) {
 	case *v1.Service:
-		if t.Namespace == "" {
-			t.Namespace = "default"
-		}
-		o.Key = KeyOf("Service", t.Namespace, t.Name)
-		validateService(t, bad)
+		defaultService(t)
+		return KeyOf("Service", t.Namespace, t.Name), validateService(t), true
 	case *discovery.EndpointSlice:
-		if t.Namespace == "" {
-			t.Namespace = "default"
-		}
-		o.Key = KeyOf("EndpointSlice", t.Namespace, t.Name)
-		validateSlice(t, bad)
-	default:
-		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (Service, EndpointSlice)", gvk.Kind)
+		defaultSlice(t)
+		return KeyOf("EndpointSlice", t.Namespace, t.Name), validateSlice(t), true
 	}
-	return o, ok
-}
-
-func validateService(s *v1.Service, bad func(field, format string, args ...any)) {
-	if s.Name == "" {
-		bad("metadata.name", "required: a service name")
-	}
-	switch s.Spec.Type {
-	case "", v1.ServiceTypeClusterIP, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer, v1.ServiceTypeExternalName:
-	default:
-		bad("spec.type", "unknown service type %q", s.Spec.Type)
-	}
-	if s.Spec.Type == "" {
-		s.Spec.Type = v1.ServiceTypeClusterIP
-	}
-	if s.Spec.Type != v1.ServiceTypeExternalName {
-		if ip := s.Spec.ClusterIP; ip != "" && ip != v1.ClusterIPNone && net.ParseIP(ip) == nil {
-			bad("spec.clusterIP", "%q is not an IP address", ip)
-		}
-		if s.Spec.ClusterIP == "" {
-			bad("spec.clusterIP", "required: proxysim has no IP allocator, give the cluster IP")
-		}
-		if len(s.Spec.ClusterIPs) == 0 && s.Spec.ClusterIP != "" {
-			s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
-		}
-		if len(s.Spec.Ports) == 0 && s.Spec.ClusterIP != v1.ClusterIPNone {
-			bad("spec.ports", "required: at least one port")
-		}
-	}
-	for i, p := range s.Spec.Ports {
-		f := fmt.Sprintf("spec.ports[%d]", i)
-		if p.Port < 1 || p.Port > 65535 {
-			bad(f+".port", "port %d out of range 1-65535", p.Port)
-		}
-		if p.NodePort < 0 || p.NodePort > 65535 {
-			bad(f+".nodePort", "nodePort %d out of range", p.NodePort)
-		}
-		if p.Protocol == "" {
-			s.Spec.Ports[i].Protocol = v1.ProtocolTCP
-		} else if p.Protocol != v1.ProtocolTCP && p.Protocol != v1.ProtocolUDP && p.Protocol != v1.ProtocolSCTP {
-			bad(f+".protocol", "protocol %q: want TCP, UDP or SCTP", p.Protocol)
-		}
-		if len(s.Spec.Ports) > 1 && p.Name == "" {
-			bad(f+".name", "required: every port of a multi-port service needs a name")
-		}
-	}
-	for i, ip := range s.Spec.ExternalIPs {
-		if net.ParseIP(ip) == nil {
-			bad(fmt.Sprintf("spec.externalIPs[%d]", i), "%q is not an IP address", ip)
-		}
-	}
-	for i, in := range s.Status.LoadBalancer.Ingress {
-		if in.IP != "" && net.ParseIP(in.IP) == nil {
-			bad(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "%q is not an IP address", in.IP)
-		}
-	}
-	switch s.Spec.ExternalTrafficPolicy {
-	case "", v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal:
-	default:
-		bad("spec.externalTrafficPolicy", "want Cluster or Local, got %q", s.Spec.ExternalTrafficPolicy)
-	}
-	if p := s.Spec.InternalTrafficPolicy; p != nil && *p != v1.ServiceInternalTrafficPolicyCluster && *p != v1.ServiceInternalTrafficPolicyLocal {
-		bad("spec.internalTrafficPolicy", "want Cluster or Local, got %q", *p)
-	}
-	switch s.Spec.SessionAffinity {
-	case "", v1.ServiceAffinityNone, v1.ServiceAffinityClientIP:
-	default:
-		bad("spec.sessionAffinity", "want None or ClientIP, got %q", s.Spec.SessionAffinity)
-	}
-}
-
-func validateSlice(s *discovery.EndpointSlice, bad func(field, format string, args ...any)) {
-	if s.Name == "" {
-		bad("metadata.name", "required: a slice name")
-	}
-	if s.Labels[discovery.LabelServiceName] == "" {
-		bad("metadata.labels", "required: the %s label naming the service", discovery.LabelServiceName)
-	}
-	switch s.AddressType {
-	case discovery.AddressTypeIPv4, discovery.AddressTypeIPv6, discovery.AddressTypeFQDN:
-	case "":
-		bad("addressType", "required: IPv4, IPv6 or FQDN")
-	default:
-		bad("addressType", "want IPv4, IPv6 or FQDN, got %q", s.AddressType)
-	}
-	for i, p := range s.Ports {
-		if p.Port != nil && (*p.Port < 1 || *p.Port > 65535) {
-			bad(fmt.Sprintf("ports[%d].port", i), "port %d out of range 1-65535", *p.Port)
-		}
-	}
-	for i, e := range s.Endpoints {
-		if len(e.Addresses) == 0 {
-			bad(fmt.Sprintf("endpoints[%d].addresses", i), "required: at least one address")
-		}
-		for j, a := range e.Addresses {
-			if s.AddressType != discovery.AddressTypeFQDN && net.ParseIP(a) == nil {
-				bad(fmt.Sprintf("endpoints[%d].addresses[%d]", i, j), "%q is not an IP address", a)
-			}
-		}
-	}
+	return "", nil, false
 }
 
 func kindOf(n *yaml.Node) string { return valueOf(n, "kind") }

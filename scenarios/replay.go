@@ -7,11 +7,9 @@ import (
 	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/sim"
@@ -411,63 +409,16 @@ func (r *replayer) patch(p *Patch) error {
 	}
 	if p.Endpoint != "" {
 		s := cur.(*discovery.EndpointSlice).DeepCopy()
-		found := false
-		for i := range s.Endpoints {
-			e := &s.Endpoints[i]
-			for _, a := range e.Addresses {
-				if a != p.Endpoint {
-					continue
-				}
-				found = true
-				if c := p.Conditions; c != nil {
-					if c.Ready != nil {
-						e.Conditions.Ready = c.Ready
-					}
-					if c.Serving != nil {
-						e.Conditions.Serving = c.Serving
-					}
-					if c.Terminating != nil {
-						e.Conditions.Terminating = c.Terminating
-					}
-				}
-			}
-		}
-		if !found {
+		if !patchEndpoint(s, p.Endpoint, p.Conditions) {
 			return fmt.Errorf("patch: %s has no endpoint %s", KeyOf(p.Kind, ns, p.Name), p.Endpoint)
 		}
 		return r.w.Update(s)
 	}
-	var raw any
-	if err := p.Merge.Decode(&raw); err != nil {
-		return err
-	}
-	patchJSON, err := yaml.Marshal(raw)
-	if err != nil {
-		return err
-	}
-	patchJSON, err = yaml.YAMLToJSON(patchJSON)
-	if err != nil {
-		return err
-	}
-	origJSON, err := yaml.Marshal(cur)
-	if err != nil {
-		return err
-	}
-	origJSON, _ = yaml.YAMLToJSON(origJSON)
-	var out any
-	switch cur.(type) {
-	case *v1.Service:
-		out = &v1.Service{}
-	default:
-		out = &discovery.EndpointSlice{}
-	}
-	merged, err := strategicpatch.StrategicMergePatch(origJSON, patchJSON, out)
+	out, err := mergePatch(cur.(runtime.Object), p.Merge)
 	if err != nil {
 		return fmt.Errorf("patch %s: %w", KeyOf(p.Kind, ns, p.Name), err)
 	}
-	if err := yaml.Unmarshal(merged, out); err != nil {
-		return err
-	}
+	defaultAndValidate(out)
 	return r.w.Update(out)
 }
 
