@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	discovery "k8s.io/api/discovery/v1"
@@ -232,6 +234,10 @@ func (d *decoder) validate(s *Scenario) {
 			}
 			if c.Every <= 0 {
 				d.addAt(c.Src.At("every"), "want a positive interval")
+			} else if c.Count > 0 && st.At != nil {
+				if _, ok := churnEnd(*st.At, c.Count, c.Every); !ok {
+					d.addAt(c.Src.At("count"), "the last of %d changes every %v after %v would pass the largest instant proxysim can represent (%v)", c.Count, c.Every, st.At, time.Duration(math.MaxInt64))
+				}
 			}
 		}
 		if del := st.Delete; del != nil {
@@ -276,6 +282,11 @@ func (d *decoder) validate(s *Scenario) {
 		}
 		if e := st.Expect; e != nil {
 			d.validateExpect(s, e, known, opened)
+			if e.Within != nil && st.At != nil {
+				if _, ok := addInstant(*st.At, *e.Within); !ok {
+					d.addAt(e.Src.At("within"), "%v after %v would pass the largest instant proxysim can represent (%v)", e.Within, st.At, time.Duration(math.MaxInt64))
+				}
+			}
 		}
 	}
 }
@@ -349,12 +360,14 @@ func (d *decoder) validateProxy(p *Proxy) {
 func (d *decoder) validateExpect(s *Scenario, e *Expect, known, opened map[string]bool) {
 	if sy := e.Syncs; sy != nil {
 		d.validateWindow(sy.Between, sy.Src)
+		d.validateCounts(sy.Src, map[string]*int{"count": sy.Count, "atLeast": sy.AtLeast, "atMost": sy.AtMost})
 		if sy.Count == nil && sy.AtLeast == nil && sy.AtMost == nil && sy.At == nil {
 			d.addAt(Pos{sy.Src.Line, sy.Src.Column, sy.Src.Path}, "say what to expect: count, atLeast, atMost or at")
 		}
 	}
 	if c := e.DataplaneOps; c != nil {
 		d.validateWindow(c.Between, c.Src)
+		d.validateCounts(c.Src, map[string]*int{"count": c.Count, "atLeast": c.AtLeast, "atMost": c.AtMost})
 		if c.Count == nil && c.AtLeast == nil && c.AtMost == nil {
 			d.addAt(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "say what to expect: count, atLeast or atMost")
 		}
@@ -400,6 +413,32 @@ func sortedConnNames(m map[string]ConnExpect) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// validateCounts refuses negative counts: no count of events can be below 0.
+func (d *decoder) validateCounts(src Src, counts map[string]*int) {
+	for _, k := range []string{"count", "atLeast", "atMost"} {
+		if v := counts[k]; v != nil && *v < 0 {
+			d.addAt(src.At(k), "must not be negative, got %d", *v)
+		}
+	}
+}
+
+// addInstant adds two durations, reporting false when the sum overflows.
+func addInstant(a, b Duration) (Duration, bool) {
+	if b > 0 && a > Duration(math.MaxInt64)-b {
+		return 0, false
+	}
+	return a + b, true
+}
+
+// churnEnd is the instant of a churn's last change.
+func churnEnd(at Duration, count int, every Duration) (Duration, bool) {
+	n := Duration(count - 1)
+	if n > 0 && every > Duration(math.MaxInt64)/n {
+		return 0, false
+	}
+	return addInstant(at, n*every)
 }
 
 func (d *decoder) validateWindow(between []Duration, src Src) {

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -50,6 +51,16 @@ type Options struct {
 	Update bool
 	// ContextLines is how many trace lines a failure shows (default 12).
 	ContextLines int
+	// MaxEvents bounds the trace events plus clock steps a replay may take
+	// (default DefaultMaxEvents); MaxMemory bounds its live heap in bytes
+	// (default DefaultMaxMemory). Past either, Replay returns a *BudgetError.
+	MaxEvents int
+	MaxMemory int64
+	// TraceKeep, if positive, holds only the last TraceKeep trace events in
+	// memory (failures still show their context); TraceStream, if set,
+	// receives every event as a JSON line as it is recorded.
+	TraceKeep   int
+	TraceStream io.Writer
 }
 
 // Failure is one expectation that did not hold.
@@ -119,6 +130,9 @@ type replayer struct {
 	// churnErr is the first error of a churn tick, which runs inside the
 	// clock and so cannot return it.
 	churnErr error
+	budget   *budget
+	// dataplaneAt is when each dataplane write happened, for dataplaneOps.
+	dataplaneAt []time.Duration
 }
 
 type pendingCheck struct {
@@ -150,7 +164,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer env.Close()
-	r := &replayer{s: s, opts: opts, env: env, faults: &ipvs.Faults{}, conns: map[string]ipvs.ConnectResult{}}
+	r := &replayer{s: s, opts: opts, env: env, faults: &ipvs.Faults{}, conns: map[string]ipvs.ConnectResult{}, budget: newBudget(opts)}
 	p := s.Proxy
 	resync := sim.DefaultResyncPeriod
 	if p.ConfigSyncPeriod != nil {
@@ -182,6 +196,17 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	defer w.Close()
 	r.w = w
+	if opts.TraceKeep > 0 {
+		w.Trace.Keep(opts.TraceKeep)
+	}
+	if opts.TraceStream != nil {
+		w.Trace.Stream(opts.TraceStream)
+	}
+	w.Trace.Observe(func(e trace.Event) {
+		if e.Kind == trace.Dataplane && e.Op != "note" {
+			r.dataplaneAt = append(r.dataplaneAt, time.Duration(e.At))
+		}
+	})
 	if env.AttachClock != nil {
 		env.AttachClock(w.Clock)
 	}
@@ -196,7 +221,9 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	for i := range s.Timeline {
 		st := &s.Timeline[i]
-		r.advanceTo(st.At.D())
+		if err := r.advanceTo(st.At.D()); err != nil {
+			return nil, err
+		}
 		if err := r.act(i, st); err != nil {
 			return nil, err
 		}
@@ -207,7 +234,9 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 			r.expect(i, st.Expect)
 		}
 	}
-	r.advanceTo(s.Length())
+	if err := r.advanceTo(s.Length()); err != nil {
+		return nil, err
+	}
 	if r.churnErr != nil {
 		return nil, r.churnErr
 	}
@@ -223,18 +252,26 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 
 // advanceTo moves virtual time one event at a time, re-evaluating pending
 // "within" expectations after each.
-func (r *replayer) advanceTo(t time.Duration) {
+// It stops with a *BudgetError when the replay passes its budget.
+func (r *replayer) advanceTo(t time.Duration) error {
 	start := r.w.Config().Start
 	for {
 		at, ok := r.w.Clock.Pending()
 		if !ok || at.After(start.Add(t)) {
 			break
 		}
+		if err := r.overBudget(); err != nil {
+			return err
+		}
 		r.w.Clock.Step()
 		r.evalPending()
+		if r.churnErr != nil {
+			return r.churnErr
+		}
 	}
 	r.w.RunUntil(t)
 	r.evalPending()
+	return r.w.Trace.Err()
 }
 
 func (r *replayer) evalPending() {
@@ -271,7 +308,7 @@ func (r *replayer) expirePending() {
 func (r *replayer) fail(fs []Failure) {
 	for _, f := range fs {
 		r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "fail", Detail: f.Pos.Path, Err: "expected " + oneLine(f.Expected) + ", got " + oneLine(f.Got)})
-		f.Context = tail(r.res.Trace.Events(), r.opts.ContextLines)
+		f.Context = r.res.Trace.Tail(r.opts.ContextLines)
 		r.res.Failures = append(r.res.Failures, f)
 	}
 }
@@ -281,13 +318,6 @@ func oneLine(s string) string {
 		return "(table)"
 	}
 	return s
-}
-
-func tail(ev []trace.Event, n int) []trace.Event {
-	if len(ev) > n {
-		ev = ev[len(ev)-n:]
-	}
-	return ev
 }
 
 func (r *replayer) act(i int, st *Step) error {
@@ -320,14 +350,21 @@ func (r *replayer) act(i int, st *Step) error {
 			ns = "default"
 		}
 		add("churn", KeyOf("EndpointSlice", ns, c.Name), fmt.Sprintf("%d flips of %s every %v", c.Count, c.Endpoint, c.Every))
-		start := w.Now()
-		for k := 0; k < c.Count; k++ {
-			w.At(start+time.Duration(k)*c.Every.D(), func() {
-				if err := r.flip(ns, c.Name, c.Endpoint); err != nil {
-					r.churnErr = fmt.Errorf("%s:%d:%d: timeline[%d].churn: %w", r.s.File, st.Src.Line, st.Src.Column, i, err)
-				}
-			})
+		// One flip at a time: each schedules the next, so a churn of any
+		// length holds one timer.
+		every := c.Every.D()
+		left := c.Count
+		var flip func()
+		flip = func() {
+			if err := r.flip(ns, c.Name, c.Endpoint); err != nil {
+				r.churnErr = fmt.Errorf("%s:%d:%d: timeline[%d].churn: %w", r.s.File, st.Src.Line, st.Src.Column, i, err)
+				return
+			}
+			if left--; left > 0 {
+				w.Clock.AfterFunc(every, flip)
+			}
 		}
+		w.At(w.Now(), flip)
 	case st.Delete != nil:
 		d := st.Delete
 		ns := d.Namespace
@@ -554,11 +591,8 @@ func (r *replayer) check(step int, e *Expect) []Failure {
 	}
 	if c := e.DataplaneOps; c != nil {
 		n := 0
-		for _, ev := range r.res.Trace.Events() {
-			if ev.Kind != trace.Dataplane || ev.Op == "note" {
-				continue
-			}
-			if len(c.Between) == 2 && (time.Duration(ev.At) < c.Between[0].D() || time.Duration(ev.At) > c.Between[1].D()) {
+		for _, at := range r.dataplaneAt {
+			if len(c.Between) == 2 && (at < c.Between[0].D() || at > c.Between[1].D()) {
 				continue
 			}
 			n++

@@ -218,14 +218,15 @@ func (s *Scenario) Length() time.Duration {
 		if st.At != nil && st.At.D() > end {
 			end = st.At.D()
 		}
+		// Load refused every sum that would overflow.
 		if c := st.Churn; c != nil && st.At != nil {
-			if e := st.At.D() + time.Duration(c.Count-1)*c.Every.D(); e > end {
-				end = e
+			if e, ok := churnEnd(*st.At, c.Count, c.Every); ok && e.D() > end {
+				end = e.D()
 			}
 		}
 		if st.Expect != nil && st.Expect.Within != nil && st.At != nil {
-			if e := st.At.D() + st.Expect.Within.D(); e > end {
-				end = e
+			if e, ok := addInstant(*st.At, *st.Expect.Within); ok && e.D() > end {
+				end = e.D()
 			}
 		}
 	}

@@ -23,7 +23,8 @@ const (
 	exitPass      = 0
 	exitFail      = 1 // an expectation failed
 	exitInvalid   = 2 // invalid input: nothing was run
-	exitCannotRun = 3 // could not run (dataplane unavailable, I/O)
+	exitCannotRun = 3 // could not run (dataplane unavailable, I/O) or a budget ran out
+	exitInternal  = 4 // proxysim itself failed: a bug, never the input's fault
 )
 
 type codedError struct {
@@ -36,7 +37,15 @@ func (e *codedError) Error() string { return e.err.Error() }
 func fail(code int, err error) error { return &codedError{code: code, err: err} }
 
 // run executes the CLI and returns the process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	// A panic is proxysim's bug, not bad input: it must not exit 2 (Go's
+	// own exit code for a panic) or bury the message in a stack trace.
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "proxysim: internal error (a bug in proxysim, please report it with the scenario): %v\n", p)
+			code = exitInternal
+		}
+	}()
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -68,10 +77,17 @@ change trackers, BoundedFrequencyRunner, IPVS proxier) in virtual time.
 
 A scenario is a YAML file, or the name of a bundled one (see 'proxysim list').
 Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
-input (nothing was run), 3 the replay could not run.`,
+input (nothing was run), 3 the replay could not run or ran out of its event
+or memory budget, 4 an internal error of proxysim.`,
 	}
 	var dataplane, release, cpu string
 	var update, verbose bool
+	var maxEvents int
+	var maxMemoryMiB int64
+	budgets := func(o scenarios.Options) scenarios.Options {
+		o.MaxEvents, o.MaxMemory = maxEvents, maxMemoryMiB<<20
+		return o
+	}
 	replay := &cobra.Command{
 		Use:   "replay FILE|NAME...",
 		Short: "Replay scenarios and check their expectations",
@@ -90,7 +106,11 @@ input (nothing was run), 3 the replay could not run.`,
 			code := exitPass
 			for _, s := range list {
 				startWall := time.Now()
-				res, err := scenarios.Replay(s, scenarios.Options{Dataplane: factory, Update: update})
+				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})
+				if !verbose {
+					opts.TraceKeep = traceTail
+				}
+				res, err := scenarios.Replay(s, opts)
 				if err != nil {
 					fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
 					code = max(code, exitCannotRun)
@@ -110,6 +130,7 @@ input (nothing was run), 3 the replay could not run.`,
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root and ip_vs), vm (Debian's kernel in QEMU)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite golden ipvs tables with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
+
 
 	validate := &cobra.Command{
 		Use:   "validate FILE|NAME...",
@@ -136,11 +157,10 @@ input (nothing was run), 3 the replay could not run.`,
 			if err != nil {
 				return err
 			}
-			res, err := scenarios.Replay(list[0], scenarios.Options{Dataplane: factory})
+			// The trace streams out as it is made: a long replay holds
+			// only the tail a failure shows.
+			res, err := scenarios.Replay(list[0], budgets(scenarios.Options{Dataplane: factory, TraceStream: stdout, TraceKeep: traceTail}))
 			if err != nil {
-				return fail(exitCannotRun, err)
-			}
-			if err := res.Trace.WriteJSONL(stdout); err != nil {
 				return fail(exitCannotRun, err)
 			}
 			if !res.Passed() {
@@ -150,6 +170,10 @@ input (nothing was run), 3 the replay could not run.`,
 		},
 	}
 	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
+	for _, c := range []*cobra.Command{replay, traceCmd} {
+		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
+		c.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a replay (exit 3) when its live heap passes this many MiB")
+	}
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -202,6 +226,10 @@ input (nothing was run), 3 the replay could not run.`,
 	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd)
 	return root
 }
+
+// traceTail is how much of a trace a replay keeps when it does not print it
+// whole: enough for a failure's context.
+const traceTail = 256
 
 // replayInVM runs this very binary inside the VM as `replay --dataplane
 // netns`, with the scenario files (and their folders, for referenced

@@ -63,12 +63,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) String() string { return time.Duration(d).String() }
 
 // Recorder collects events. It is safe for concurrent use, though a
-// simulation records from one goroutine.
+// simulation records from one goroutine. By default it keeps every event;
+// Keep bounds what it holds, and Stream writes each event out as it comes,
+// so that a long replay needs no memory for its trace.
 type Recorder struct {
-	mu     sync.Mutex
-	start  time.Time
-	now    func() time.Time
-	events []Event
+	mu        sync.Mutex
+	start     time.Time
+	now       func() time.Time
+	events    []Event
+	keep      int // 0: all
+	head      int // ring start when keep > 0 and the ring is full
+	total     int
+	sink      *json.Encoder
+	sinkErr   error
+	observers []func(Event)
 }
 
 // NewRecorder records against a clock reading now, counting from start.
@@ -76,12 +84,62 @@ func NewRecorder(start time.Time, now func() time.Time) *Recorder {
 	return &Recorder{start: start, now: now}
 }
 
+// Keep makes the recorder hold only the last n events (n > 0); Events and
+// Tail then return those. Len still counts every event.
+func (r *Recorder) Keep(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = r.ordered()
+	if n > 0 && len(r.events) > n {
+		r.events = append([]Event(nil), r.events[len(r.events)-n:]...)
+	}
+	r.keep, r.head = n, 0
+}
+
+// Stream writes every event recorded from now on to w as a JSON line, as
+// it is recorded. The first write error is kept (see Err) and ends streaming.
+func (r *Recorder) Stream(w io.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sink = json.NewEncoder(w)
+	r.sink.SetEscapeHTML(false)
+}
+
+// Err is the first error writing to the stream.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sinkErr
+}
+
+// Observe calls f with every event recorded from now on, in order, on the
+// recording goroutine.
+func (r *Recorder) Observe(f func(Event)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.observers = append(r.observers, f)
+}
+
 // Add stamps e with the current virtual time and records it.
 func (r *Recorder) Add(e Event) {
 	r.mu.Lock()
 	e.At = Duration(r.now().Sub(r.start))
-	r.events = append(r.events, e)
+	r.total++
+	switch {
+	case r.keep <= 0 || len(r.events) < r.keep:
+		r.events = append(r.events, e)
+	default:
+		r.events[r.head] = e
+		r.head = (r.head + 1) % r.keep
+	}
+	if r.sink != nil && r.sinkErr == nil {
+		r.sinkErr = r.sink.Encode(e)
+	}
+	obs := r.observers
 	r.mu.Unlock()
+	for _, f := range obs {
+		f(e)
+	}
 }
 
 // At converts a virtual instant into trace time.
@@ -90,18 +148,38 @@ func (r *Recorder) At(t time.Time) *Duration {
 	return &d
 }
 
-// Events returns a copy of what was recorded.
+// ordered returns the held events oldest first; r.mu is held.
+func (r *Recorder) ordered() []Event {
+	if r.head == 0 {
+		return r.events
+	}
+	return append(append([]Event(nil), r.events[r.head:]...), r.events[:r.head]...)
+}
+
+// Events returns a copy of the events held: every event, unless Keep
+// bounded them.
 func (r *Recorder) Events() []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Event(nil), r.events...)
+	return append([]Event(nil), r.ordered()...)
 }
 
-// Len is the number of events so far.
+// Tail returns a copy of the last n events held.
+func (r *Recorder) Tail(n int) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev := r.ordered()
+	if len(ev) > n {
+		ev = ev[len(ev)-n:]
+	}
+	return append([]Event(nil), ev...)
+}
+
+// Len is the number of events recorded so far, held or not.
 func (r *Recorder) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.events)
+	return r.total
 }
 
 // WriteJSONL writes every event as one JSON object per line (without
