@@ -131,7 +131,6 @@ or memory budget, 4 an internal error of proxysim.`,
 	replay.Flags().BoolVar(&update, "update", false, "rewrite golden ipvs tables with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 
-
 	validate := &cobra.Command{
 		Use:   "validate FILE|NAME...",
 		Short: "Check scenarios without running them",
