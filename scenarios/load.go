@@ -482,6 +482,9 @@ func (d *decoder) objectsOf(s *Scenario, n *yaml.Node, p string) []Object {
 			return nil
 		}
 		name := path.Join(path.Dir(filepath.ToSlash(s.File)), rel)
+		if docs, ok := splitDocuments(data); ok {
+			return d.decodeDocuments(name, docs)
+		}
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		var out []Object
 		for i := 0; ; i++ {

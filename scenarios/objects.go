@@ -1,7 +1,7 @@
 package scenarios
 
 import (
-	"encoding/json"
+	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
@@ -53,15 +53,12 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 	if n.Kind != yaml.MappingNode {
 		return fail(n, path, "want a Kubernetes manifest (a mapping with apiVersion and kind), got a %s", kindName(n))
 	}
-	var raw any
-	if err := n.Decode(&raw); err != nil {
+	var buf bytes.Buffer
+	count := 0
+	if err := nodeJSON(&buf, n, &count); err != nil {
 		return fail(n, path, "%v", err)
 	}
-	data, err := json.Marshal(raw)
-	if err != nil {
-		return fail(n, path, "%v", err)
-	}
-	obj, gvk, err := strictDecoder.Decode(data, nil, nil)
+	obj, gvk, err := strictDecoder.Decode(buf.Bytes(), nil, nil)
 	if err != nil {
 		msg := err.Error()
 		if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {

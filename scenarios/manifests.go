@@ -1,0 +1,311 @@
+package scenarios
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// A manifest file (a cluster dump of tens of megabytes) is split into its
+// YAML documents, which are parsed and decoded in parallel, then merged in
+// file order, so that loading it scales with the machine's cores and the
+// problems come out the same on every run.
+
+// document is one YAML document of a manifest file.
+type document struct {
+	data []byte
+	line int // the line of the file its first line is, from 1
+}
+
+// splitDocuments cuts a multi-document YAML file at its "---" markers. It
+// reports false for a file that a plain cut could misread (directives),
+// which is then decoded as one stream.
+func splitDocuments(data []byte) ([]document, bool) {
+	var docs []document
+	start, startLine, line := 0, 1, 1
+	for i := 0; i < len(data); {
+		end := bytes.IndexByte(data[i:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = i + end + 1
+		}
+		l := data[i:next]
+		switch {
+		case len(l) > 0 && l[0] == '%':
+			return nil, false
+		case bytes.HasPrefix(l, []byte("---")) && (len(l) == 3 || l[3] == '\n' || l[3] == ' ' || l[3] == '\t' || l[3] == '\r'):
+			if i > start {
+				docs = append(docs, document{data: data[start:i], line: startLine})
+			}
+			// Keep what follows the marker on its line, in its column.
+			start, startLine = i, line
+			data[i], data[i+1], data[i+2] = ' ', ' ', ' '
+		}
+		i = next
+		line++
+	}
+	if start < len(data) {
+		docs = append(docs, document{data: data[start:], line: startLine})
+	}
+	return docs, true
+}
+
+// parsedDoc is one document's outcome.
+type parsedDoc struct {
+	obj      Object
+	ok       bool
+	problems Problems
+}
+
+// decodeDocuments decodes the documents of a manifest file in parallel.
+func (d *decoder) decodeDocuments(name string, docs []document) []Object {
+	out := make([]parsedDoc, len(docs))
+	workers := min(runtime.GOMAXPROCS(0), len(docs))
+	var wg sync.WaitGroup
+	var next sync.Mutex
+	idx := 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				next.Lock()
+				i := idx
+				idx++
+				next.Unlock()
+				if i >= len(docs) {
+					return
+				}
+				out[i] = decodeDocument(name, docs[i], i)
+			}
+		}()
+	}
+	wg.Wait()
+	var objs []Object
+	for _, p := range out {
+		d.problems = append(d.problems, p.problems...)
+		if p.ok {
+			objs = append(objs, p.obj)
+		}
+	}
+	return objs
+}
+
+func decodeDocument(name string, doc document, i int) parsedDoc {
+	// The fast path first; a document it cannot take, or one with a
+	// problem, goes the general way, which knows every node's line.
+	var buf bytes.Buffer
+	if first, ok := fastJSON(doc.data, &buf); ok {
+		if o, ok := decodeFast(name, buf.Bytes(), Pos{Line: doc.line + first, Column: 1, Path: fmt.Sprintf("(document %d)", i)}); ok {
+			return parsedDoc{obj: o, ok: true}
+		}
+	}
+	sub := &decoder{file: name}
+	var n yaml.Node
+	if err := yaml.Unmarshal(doc.data, &n); err != nil {
+		line := doc.line
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+			l, _ := strconv.Atoi(m[1])
+			line += l - 1
+		}
+		sub.problems = append(sub.problems, Problem{File: name, Line: line, Column: 1, Path: fmt.Sprintf("(document %d)", i), Msg: err.Error()})
+		return parsedDoc{problems: sub.problems}
+	}
+	if len(n.Content) == 0 || n.Content[0].Tag == "!!null" {
+		return parsedDoc{}
+	}
+	shiftLines(&n, doc.line-1)
+	o, ok := sub.decodeManifest(name, &n, fmt.Sprintf("(document %d)", i))
+	return parsedDoc{obj: o, ok: ok, problems: sub.problems}
+}
+
+// shiftLines moves a document's positions to the file's lines.
+func shiftLines(n *yaml.Node, by int) {
+	if by == 0 {
+		return
+	}
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n.Line += by
+		stack = append(stack, n.Content...)
+	}
+}
+
+// maxJSONNodes bounds the nodes one manifest may expand to, aliases
+// included, so that a "billion laughs" manifest is refused, not expanded.
+const maxJSONNodes = 2_000_000
+
+var errTooManyNodes = fmt.Errorf("manifest too large: more than %d nodes after alias expansion", maxJSONNodes)
+
+// nodeJSON writes a YAML node as JSON, as decoding it into an interface and
+// marshalling that would, without building either.
+func nodeJSON(b *bytes.Buffer, n *yaml.Node, count *int) error {
+	if *count++; *count > maxJSONNodes {
+		return errTooManyNodes
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			b.WriteString("null")
+			return nil
+		}
+		return nodeJSON(b, n.Content[0], count)
+	case yaml.AliasNode:
+		return nodeJSON(b, n.Alias, count)
+	case yaml.MappingNode:
+		if n.Tag != "!!map" && n.Tag != "" {
+			return generic(b, n)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
+				// Merge keys, aliased and complex keys: yaml.v3 resolves them.
+				return generic(b, n)
+			}
+		}
+		b.WriteByte('{')
+		seen := make(map[string]bool, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if seen[k.Value] {
+				return fmt.Errorf("line %d: mapping key %q already defined", k.Line, k.Value)
+			}
+			if len(seen) > 0 {
+				b.WriteByte(',')
+			}
+			seen[k.Value] = true
+			writeString(b, k.Value)
+			b.WriteByte(':')
+			if err := nodeJSON(b, n.Content[i+1], count); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+		return nil
+	case yaml.SequenceNode:
+		b.WriteByte('[')
+		for i, c := range n.Content {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := nodeJSON(b, c, count); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+		return nil
+	}
+	switch n.Tag {
+	case "!!str":
+		writeString(b, n.Value)
+		return nil
+	case "!!null":
+		b.WriteString("null")
+		return nil
+	case "!!bool":
+		switch n.Value {
+		case "true", "True", "TRUE":
+			b.WriteString("true")
+			return nil
+		case "false", "False", "FALSE":
+			b.WriteString("false")
+			return nil
+		}
+	case "!!int":
+		if isDecimal(n.Value) {
+			b.WriteString(n.Value)
+			return nil
+		}
+	}
+	return generic(b, n)
+}
+
+func isDecimal(s string) bool {
+	if s == "" || s == "-" {
+		return false
+	}
+	for i, c := range s {
+		if c == '-' && i == 0 {
+			continue
+		}
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(s) < 18 && (s[0] != '0' || len(s) == 1) && !(s[0] == '-' && len(s) > 1 && s[1] == '0')
+}
+
+// generic encodes what the fast path does not cover (other tags, numbers in
+// YAML's other notations, merge keys) the slow, exact way.
+func generic(b *bytes.Buffer, n *yaml.Node) error {
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	data, err := json.Marshal(jsonable(v))
+	if err != nil {
+		return err
+	}
+	b.Write(data)
+	return nil
+}
+
+// jsonable turns the map[interface{}]interface{} yaml.v3 may produce into
+// something encoding/json accepts.
+func jsonable(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = jsonable(e)
+		}
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range t {
+			t[i] = jsonable(e)
+		}
+	}
+	return v
+}
+
+func writeString(b *bytes.Buffer, s string) {
+	simple := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
+	data, _ := json.Marshal(s)
+	b.Write(data)
+}
+
+// decodeFast decodes a manifest converted by fastJSON; it reports false on
+// any problem, which the general path then locates.
+func decodeFast(file string, data []byte, pos Pos) (Object, bool) {
+	obj, gvk, err := strictDecoder.Decode(data, nil, nil)
+	if err != nil {
+		return Object{}, false
+	}
+	key, errs, supported := defaultAndValidate(obj)
+	if !supported || len(errs) > 0 {
+		return Object{}, false
+	}
+	return Object{Obj: obj, Kind: gvk.Kind, Key: key, Pos: pos, File: file}, true
+}
