@@ -144,9 +144,9 @@ func pingOutcome(err error) string {
 	switch {
 	case err == nil:
 		return "flows"
-	case errors.Is(err, fakes.ErrReset), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+	case errors.Is(err, ipvs.ErrReset):
 		return "reset"
-	case errors.Is(err, fakes.ErrTimeout), errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, ipvs.ErrTimeout):
 		return "hangs"
 	}
 	return "error: " + err.Error()
