@@ -111,9 +111,10 @@ func IsStatic(path string) (bool, error) {
 	return true, nil
 }
 
-// Run boots the VM, runs binary with args inside it (working directory /,
-// files copied in at the paths given by extra), and returns its exit code.
-func Run(ctx context.Context, cfg Config, binary string, args []string, extra map[string]string) (Result, error) {
+// Run boots the VM, runs binary with args inside it as root (working
+// directory /, with files copied in; nil copies none), and returns its exit
+// code.
+func Run(ctx context.Context, cfg Config, binary string, args []string, files *Files) (Result, error) {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(".cache", "vm")
 	}
@@ -155,11 +156,13 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 		return Result{}, err
 	}
 	defer os.RemoveAll(work)
-	files := map[string]string{"proxysim-run": binary}
-	for dst, src := range extra {
-		files[dst] = src
+	copies := map[string]string{"proxysim-run": binary}
+	if files != nil {
+		for dst, src := range files.copies {
+			copies[dst] = src
+		}
 	}
-	run, err := archive(work, files, map[string]string{"args": strings.Join(args, "\n") + "\n"})
+	run, err := archive(work, copies, map[string]string{"args": strings.Join(args, "\n") + "\n"})
 	if err != nil {
 		return Result{}, err
 	}
