@@ -37,11 +37,16 @@ func fail(code int, err error) error { return &codedError{code: code, err: err} 
 
 // run executes the CLI and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run that stops early when ctx ends.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitPass
 	}
