@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,16 +39,11 @@ func fail(code int, err error) error { return &codedError{code: code, err: err} 
 
 // run executes the CLI and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	return runContext(context.Background(), args, stdout, stderr)
-}
-
-// runContext is run that stops early when ctx ends.
-func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	err := root.Execute()
 	if err == nil {
 		return exitPass
 	}
@@ -190,7 +187,9 @@ input (nothing was run), 3 the replay could not run.`,
 		Short: "Run a static binary as root in a QEMU VM with Debian's cloud kernel (real IPVS)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := vm.Run(cmd.Context(), vm.Config{Console: stdout, Release: release, CPU: cpu}, args[0], args[1:], nil)
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			res, err := vm.Run(ctx, vm.Config{Console: stdout, Release: release, CPU: cpu}, args[0], args[1:], nil)
 			if err != nil {
 				return fail(exitCannotRun, err)
 			}
@@ -235,6 +234,8 @@ func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout
 		}
 		inner = append(inner, path.Join(dir, filepath.Base(a)))
 	}
+	ctx, stop := interruptible(ctx)
+	defer stop()
 	res, err := vm.Run(ctx, vm.Config{Console: stdout}, self, inner, &files)
 	if err != nil {
 		return fail(exitCannotRun, fmt.Errorf("%w (the proxysim binary must be static: CGO_ENABLED=0 go build ./cmd/proxysim)", err))
@@ -243,6 +244,13 @@ func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout
 		return fail(res.ExitCode, nil)
 	}
 	return nil
+}
+
+// interruptible ends ctx on Ctrl-C or a polite kill, so a VM run stops QEMU
+// and removes its temp folder on the way out (a SIGKILL leaves that to the
+// kernel and the next run).
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
 // prepare resolves the dataplane and loads every scenario named, before
