@@ -5,8 +5,13 @@
 // The kernel comes from Debian's archive (apt-get download, unpacked with
 // dpkg-deb, never installed), and is cached with the base initramfs (busybox,
 // the IPVS, conntrack, dummy and veth modules, /init); each run appends a
-// small archive with the binary. The binary's exit code comes back through a
-// marker line on the serial console.
+// small archive with the binary and the Files copied in. The binary's exit
+// code comes back through a marker line on the serial console.
+//
+// A run leaves nothing behind, even when killed: QEMU gets SIGKILL when its
+// parent dies, and a run's temp folder (named WorkPrefix + PID, locked while
+// the run lives) is removed by the next run's Sweep. The package runs any
+// static binary: it must not know what the binary or its files are for.
 package vm
 
 import (
