@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz upstream build e2e-vm e2e-netns ci
+.PHONY: all test race vet bench demo junit fuzz upstream build e2e-vm vm-kill-test e2e-netns ci
 
 all: vet test
 
@@ -45,6 +45,12 @@ e2e-vm: build
 	bash netns/vm/deps.sh
 	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
 	bin/proxysim vm --release "$(VM_RELEASE)" bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v
+
+## vm-kill-test: SIGKILL a running `proxysim vm`; its QEMU must die with it and
+## the next run must remove its temp folder (fails, never skips, without QEMU)
+vm-kill-test:
+	bash netns/vm/deps.sh
+	PROXYSIM_VM_REQUIRED=1 $(GO) test -count=1 -v -run '^TestKilledVMRunLeavesNoQEMUAndNoTempFolder$$' ./cmd/proxysim
 
 ## e2e-netns: the privileged suite directly, on a host with ip_vs, as root
 e2e-netns:

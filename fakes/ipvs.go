@@ -584,12 +584,6 @@ func (f *IPVS) timeoutsLocked() ipvs.Timeouts {
 	return t
 }
 
-// ErrRefused and ErrTimeout are how a connect fails.
-var (
-	ErrRefused = fmt.Errorf("connection refused")
-	ErrTimeout = fmt.Errorf("connection timed out")
-)
-
 // Connect models a client opening a connection, following ip_vs_in's rules
 // for a SYN: an existing entry for the same client address and port is
 // reused, rescheduled (conn_reuse_mode 1, or expire_nodest_conn with a
@@ -620,7 +614,7 @@ func (f *IPVS) Connect(name, protocol, client, service string) ipvs.ConnectResul
 		}
 		if !dropped {
 			if c == nil {
-				return ipvs.ConnectResult{Err: ErrRefused, Latency: latency}
+				return ipvs.ConnectResult{Err: ipvs.ErrRefused, Latency: latency}
 			}
 			if name != "" {
 				f.named[name] = c
@@ -628,12 +622,12 @@ func (f *IPVS) Connect(name, protocol, client, service string) ipvs.ConnectResul
 			return ipvs.ConnectResult{Server: c.dest.rs.Key(), Latency: latency}
 		}
 		if protocol == "UDP" {
-			return ipvs.ConnectResult{Err: ErrTimeout, Latency: latency}
+			return ipvs.ConnectResult{Err: ipvs.ErrTimeout, Latency: latency}
 		}
 		latency += gap
 		gap *= 2
 	}
-	return ipvs.ConnectResult{Err: ErrTimeout, Latency: latency}
+	return ipvs.ConnectResult{Err: ipvs.ErrTimeout, Latency: latency}
 }
 
 // syn handles one SYN at instant at: it returns the connection made, or
@@ -768,10 +762,6 @@ func (f *IPVS) Close(name string) error {
 	return nil
 }
 
-// ErrReset is how a ping on a connection ends when the kernel has dropped
-// its entry: the next packet reaches the local stack, which resets it.
-var ErrReset = fmt.Errorf("connection reset by peer")
-
 // Reset aborts a named connection with a client RST: the entry goes to
 // CLOSE and expires 10s later.
 func (f *IPVS) Reset(name string) error {
@@ -801,16 +791,16 @@ func (f *IPVS) Ping(name string, _ time.Duration) error {
 	f.expire(f.now())
 	c, ok := f.named[name]
 	if !ok || c.state == "GONE" {
-		return ErrReset
+		return ipvs.ErrReset
 	}
 	if c.dest.available {
 		return nil
 	}
 	if f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {
 		f.drop(c, f.now())
-		return ErrReset
+		return ipvs.ErrReset
 	}
-	return ErrTimeout
+	return ipvs.ErrTimeout
 }
 
 // Conn reports a named connection's entry.

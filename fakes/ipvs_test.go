@@ -104,7 +104,7 @@ func TestSourceHashingSticksToOneServerAndHasNoFallback(t *testing.T) {
 		}
 	}
 	k.weight(first[:len(first)-5], 0)
-	if r := k.connect("z", "10.0.0.7:2000"); r.Err != ErrRefused {
+	if r := k.connect("z", "10.0.0.7:2000"); r.Err != ipvs.ErrRefused {
 		t.Fatalf("quiescent sh bucket owner: want refused (no destination), got %v %v", r.Server, r.Err)
 	}
 }
@@ -219,7 +219,7 @@ func TestConnReuseModeZeroStuckOnDeletedServer(t *testing.T) {
 			// SYNs are dropped while the TIME_WAIT entry lives (2m); the
 			// client's six retransmissions (1s, 2s, ... 32s apart) all fall
 			// inside it, and connect gives up at 127s
-			if r.Err != ErrTimeout || r.Latency != 127*time.Second {
+			if r.Err != ipvs.ErrTimeout || r.Latency != 127*time.Second {
 				t.Fatalf("expire_nodest_conn 0: %+v", r)
 			}
 		}

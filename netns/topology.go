@@ -211,7 +211,7 @@ func (t *Topology) Connect(name, protocol, client, service string) ipvs.ConnectR
 		c, err := d.DialContext(context.Background(), strings.ToLower(protocol)+"4", service)
 		res.Latency = time.Since(start)
 		if err != nil {
-			res.Err = err
+			res.Err = trafficError(err)
 			return nil
 		}
 		r := bufio.NewReader(c)
@@ -223,7 +223,7 @@ func (t *Topology) Connect(name, protocol, client, service string) ipvs.ConnectR
 		c.SetReadDeadline(time.Time{})
 		if err != nil {
 			c.Close()
-			res.Err = err
+			res.Err = trafficError(err)
 			return nil
 		}
 		res.Server = strings.TrimSpace(line)
@@ -236,6 +236,25 @@ func (t *Topology) Connect(name, protocol, client, service string) ipvs.ConnectR
 		res.Err = err
 	}
 	return res
+}
+
+// socketError is a socket error that also matches the sim/ipvs error a
+// Traffic caller compares against, so both dataplanes fail in the same words.
+type socketError struct{ kind, err error }
+
+func (e socketError) Error() string   { return e.err.Error() }
+func (e socketError) Unwrap() []error { return []error{e.kind, e.err} }
+
+func trafficError(err error) error {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return socketError{ipvs.ErrRefused, err}
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return socketError{ipvs.ErrReset, err}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return socketError{ipvs.ErrTimeout, err}
+	}
+	return err
 }
 
 func resolve(protocol, hostport string) (net.Addr, error) {
@@ -306,11 +325,11 @@ func (t *Topology) Ping(name string, timeout time.Duration) error {
 	c.c.SetDeadline(time.Now().Add(timeout))
 	defer c.c.SetDeadline(time.Time{})
 	if _, err := c.c.Write([]byte("ping\n")); err != nil {
-		return err
+		return trafficError(err)
 	}
 	line, err := c.r.ReadString('\n')
 	if err != nil {
-		return err
+		return trafficError(err)
 	}
 	if strings.TrimSpace(line) != "pong" {
 		return fmt.Errorf("unexpected answer %q", line)

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -622,9 +623,9 @@ func (r *replayer) checkConn(name string, ce ConnExpect, now time.Duration) []Fa
 	if ce.Result != "" {
 		got := "connected"
 		switch {
-		case res.Err == fakes.ErrRefused:
+		case errors.Is(res.Err, ipvs.ErrRefused):
 			got = "refused"
-		case res.Err == fakes.ErrTimeout:
+		case errors.Is(res.Err, ipvs.ErrTimeout):
 			got = "timeout"
 		case res.Err != nil:
 			got = res.Err.Error()

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -97,7 +99,7 @@ or memory budget, 4 an internal error of proxysim.`,
 				if _, err := loadAll(args); err != nil {
 					return err
 				}
-				return replayInVM(args, update, verbose, stdout)
+				return replayInVM(cmd.Context(), args, update, verbose, stdout)
 			}
 			factory, list, err := prepare(dataplane, args)
 			if err != nil {
@@ -208,7 +210,9 @@ or memory budget, 4 an internal error of proxysim.`,
 		Short: "Run a static binary as root in a QEMU VM with Debian's cloud kernel (real IPVS)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := vm.Run(cmd.Context(), vm.Config{Console: stdout, Release: release, CPU: cpu}, args[0], args[1:], nil)
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			res, err := vm.Run(ctx, vm.Config{Console: stdout, Release: release, CPU: cpu}, args[0], args[1:], nil)
 			if err != nil {
 				return fail(exitCannotRun, err)
 			}
@@ -231,9 +235,9 @@ or memory budget, 4 an internal error of proxysim.`,
 const traceTail = 256
 
 // replayInVM runs this very binary inside the VM as `replay --dataplane
-// netns`, with the scenario files (and their folders, for referenced
-// manifests) copied in; bundled scenarios travel inside the binary.
-func replayInVM(args []string, update, verbose bool, stdout io.Writer) error {
+// netns`; bundled scenarios travel inside the binary, files with their whole
+// folder (for the manifests they name).
+func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout io.Writer) error {
 	if update {
 		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
 	}
@@ -245,28 +249,21 @@ func replayInVM(args []string, update, verbose bool, stdout io.Writer) error {
 	if verbose {
 		inner = append(inner, "-v")
 	}
-	extra := map[string]string{}
-	for i, a := range args {
+	var files vm.Files
+	for _, a := range args {
 		if _, err := os.Stat(a); err != nil {
 			inner = append(inner, a) // a bundled scenario
 			continue
 		}
-		// the scenario's folder travels whole, for manifests it names
-		dir := filepath.Dir(a)
-		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			rel, _ := filepath.Rel(dir, p)
-			extra[fmt.Sprintf("work/%d/%s", i, rel)] = p
-			return nil
-		})
+		dir, err := files.AddFolder(filepath.Dir(a))
 		if err != nil {
 			return fail(exitCannotRun, err)
 		}
-		inner = append(inner, fmt.Sprintf("/work/%d/%s", i, filepath.Base(a)))
+		inner = append(inner, path.Join(dir, filepath.Base(a)))
 	}
-	res, err := vm.Run(context.Background(), vm.Config{Console: stdout}, self, inner, extra)
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	res, err := vm.Run(ctx, vm.Config{Console: stdout}, self, inner, &files)
 	if err != nil {
 		return fail(exitCannotRun, fmt.Errorf("%w (the proxysim binary must be static: CGO_ENABLED=0 go build ./cmd/proxysim)", err))
 	}
@@ -274,6 +271,13 @@ func replayInVM(args []string, update, verbose bool, stdout io.Writer) error {
 		return fail(res.ExitCode, nil)
 	}
 	return nil
+}
+
+// interruptible ends ctx on Ctrl-C or a polite kill, so a VM run stops QEMU
+// and removes its temp folder on the way out (a SIGKILL leaves that to the
+// kernel and the next run).
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
 // prepare resolves the dataplane and loads every scenario named, before
@@ -295,7 +299,7 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 	case "fake", "":
 		return scenarios.FakeDataplane, nil
 	case "netns":
-		return netns.ScenarioDataplane, nil
+		return netnsDataplane, nil
 	}
 	return nil, fmt.Errorf("unknown dataplane %q (available: fake, netns, vm)", name)
 }

@@ -5,8 +5,13 @@
 // The kernel comes from Debian's archive (apt-get download, unpacked with
 // dpkg-deb, never installed), and is cached with the base initramfs (busybox,
 // the IPVS, conntrack, dummy and veth modules, /init); each run appends a
-// small archive with the binary. The binary's exit code comes back through a
-// marker line on the serial console.
+// small archive with the binary and the Files copied in. The binary's exit
+// code comes back through a marker line on the serial console.
+//
+// A run leaves nothing behind, even when killed: QEMU gets SIGKILL when its
+// parent dies, and a run's temp folder (named WorkPrefix + PID, locked while
+// the run lives) is removed by the next run's Sweep. The package runs any
+// static binary: it must not know what the binary or its files are for.
 package vm
 
 import (
@@ -21,8 +26,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -82,10 +90,11 @@ var tools = map[string]string{
 func CheckHost() error {
 	var missing []string
 	for t, pkg := range tools {
-		if _, err := exec.LookPath(t); err != nil {
+		if _, err := exec.LookPath(t); err != nil && !slices.Contains(missing, pkg) {
 			missing = append(missing, pkg)
 		}
 	}
+	slices.Sort(missing)
 	if _, err := os.Stat("/bin/busybox"); err != nil {
 		missing = append(missing, "busybox-static")
 	}
@@ -111,9 +120,10 @@ func IsStatic(path string) (bool, error) {
 	return true, nil
 }
 
-// Run boots the VM, runs binary with args inside it (working directory /,
-// files copied in at the paths given by extra), and returns its exit code.
-func Run(ctx context.Context, cfg Config, binary string, args []string, extra map[string]string) (Result, error) {
+// Run boots the VM, runs binary with args inside it as root (working
+// directory /, with files copied in; nil copies none), and returns its exit
+// code.
+func Run(ctx context.Context, cfg Config, binary string, args []string, files *Files) (Result, error) {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(".cache", "vm")
 	}
@@ -146,24 +156,35 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	if err != nil {
 		return Result{}, err
 	}
-	base, err := ensureBase(k)
+	// A run killed before it could clean up left its temp folder (the
+	// initrd, ~100 MB); the next run removes it.
+	removed, err := Sweep()
+	for _, dir := range removed {
+		fmt.Fprintf(cfg.Console, "vm: removed %s, left by a killed run\n", dir)
+	}
+	if err != nil {
+		fmt.Fprintf(cfg.Console, "vm: sweeping stale temp folders: %v\n", err)
+	}
+	work, err := newWorkDir()
 	if err != nil {
 		return Result{}, err
 	}
-	work, err := os.MkdirTemp("", "proxysim-vm-")
+	defer work.Close()
+	base, err := ensureBase(k, filepath.Join(work.path, "base"))
 	if err != nil {
 		return Result{}, err
 	}
-	defer os.RemoveAll(work)
-	files := map[string]string{"proxysim-run": binary}
-	for dst, src := range extra {
-		files[dst] = src
+	copies := map[string]string{"proxysim-run": binary}
+	if files != nil {
+		for dst, src := range files.copies {
+			copies[dst] = src
+		}
 	}
-	run, err := archive(work, files, map[string]string{"args": strings.Join(args, "\n") + "\n"})
+	run, err := archive(filepath.Join(work.path, "run"), copies, map[string]string{"args": strings.Join(args, "\n") + "\n"})
 	if err != nil {
 		return Result{}, err
 	}
-	initrd := filepath.Join(work, "initrd")
+	initrd := filepath.Join(work.path, "initrd")
 	if err := concat(initrd, base, run); err != nil {
 		return Result{}, err
 	}
@@ -179,7 +200,9 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 		return Result{}, err
 	}
 	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
+	waited := make(chan struct{})
+	defer close(waited) // after cmd.Wait: QEMU is gone
+	if err := startDyingWithParent(cmd, waited); err != nil {
 		return Result{}, fmt.Errorf("start qemu: %w", err)
 	}
 	// Only the binary's own output (between the markers) goes to Console;
@@ -212,10 +235,32 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, extra ma
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		return res, ErrTimeout
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("the VM run was stopped: %w", ctx.Err())
 	case res.ExitCode < 0:
 		return res, fmt.Errorf("%w (qemu: %v); last console lines:\n%s", ErrNoMarker, werr, strings.Join(boot, "\n"))
 	}
 	return res, nil
+}
+
+// startDyingWithParent starts cmd so that the kernel SIGKILLs it when this
+// process dies, however it dies (a killed `proxysim vm` must not leave QEMU
+// spinning until its timeout).
+func startDyingWithParent(cmd *exec.Cmd, waited <-chan struct{}) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the forking *thread* exits, and Go may end a
+		// thread; a locked thread held until QEMU is waited for cannot be.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			<-waited
+		}
+	}()
+	return <-started
 }
 
 // aptFor returns the options that point apt-get and apt-cache at a release:
@@ -392,9 +437,9 @@ echo "PROXYSIM-EXIT $?"
 poweroff -f
 `
 
-// ensureBase builds the cached base initramfs: busybox, /init, the modules
-// and their dependency files.
-func ensureBase(k kernel) (string, error) {
+// ensureBase builds the cached base initramfs (busybox, /init, the modules
+// and their dependency files), staged in the folder stage.
+func ensureBase(k kernel, stage string) (string, error) {
 	out := filepath.Join(k.dir, "base.cpio.gz")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
@@ -403,11 +448,6 @@ func ensureBase(k kernel) (string, error) {
 	if b, err := exec.Command("depmod", "-b", root, k.version).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("depmod: %v\n%s", err, b)
 	}
-	stage, err := os.MkdirTemp("", "proxysim-initramfs-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(stage)
 	var list bytes.Buffer
 	seen := map[string]bool{}
 	for _, m := range modules {

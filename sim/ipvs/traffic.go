@@ -1,6 +1,9 @@
 package ipvs
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Traffic opens and closes client connections through an IPVS dataplane:
 // the in-memory model in fakes/, or real sockets in network namespaces.
@@ -22,7 +25,8 @@ type ConnectResult struct {
 	// Latency is how long the connect took: 0 when the first SYN was
 	// answered, about 1s when it was dropped once, and so on.
 	Latency time.Duration
-	// Err is set when no connection was made: refused or timed out.
+	// Err is set when no connection was made: ErrRefused or ErrTimeout
+	// (a real kernel's socket error is kept inside, for errors.Is).
 	Err error
 }
 
@@ -31,3 +35,15 @@ type ConnInfo struct {
 	Server string
 	State  string // ESTABLISHED, FIN_WAIT, TIME_WAIT, CLOSE, UDP, or GONE
 }
+
+// How connections fail, in words every Traffic implementation shares, so
+// callers compare with errors.Is whatever the dataplane.
+var (
+	// ErrRefused: the connect was answered with a reset (no destination).
+	ErrRefused = errors.New("connection refused")
+	// ErrTimeout: nothing answered in time (dropped SYNs or packets).
+	ErrTimeout = errors.New("connection timed out")
+	// ErrReset: an open connection's next packet was reset, as when the
+	// kernel has dropped its IPVS entry and the local stack answers.
+	ErrReset = errors.New("connection reset by peer")
+)
