@@ -340,7 +340,11 @@ func (p *fastParser) scalar(v []byte) error {
 			p.out.Write(v)
 			return nil
 		}
-		return errGiveUp // floats, octal, hex, timestamps, "-" items
+		if numberLike(v) {
+			return errGiveUp // floats, octal, hex: yaml.v3 resolves those
+		}
+		// Anything else (an IP address, a date, a version) is a string,
+		// as yaml.v3 decodes it into an interface{}.
 	}
 	if bytes.Contains(v, []byte(": ")) || v[len(v)-1] == ':' || bytes.ContainsAny(v[:1], ",]}#&*!|>%@`?:") {
 		return errGiveUp
@@ -367,4 +371,35 @@ func (p *fastParser) scalarString(v []byte) error {
 	}
 	writeString(p.out, string(v))
 	return nil
+}
+
+// numberLike reports whether a plain scalar might resolve to a number in
+// one of YAML's notations other than a plain decimal integer.
+func numberLike(v []byte) bool {
+	if v[0] == '-' || v[0] == '+' {
+		v = v[1:]
+	}
+	if len(v) == 0 {
+		return true
+	}
+	if len(v) >= 2 && v[0] == '0' && bytes.IndexByte([]byte("bBoOxX"), v[1]) >= 0 {
+		return true
+	}
+	if v[0] == '.' && len(v) > 1 && (v[1]|0x20) >= 'a' && (v[1]|0x20) <= 'z' {
+		return true // .inf, .nan
+	}
+	i, dots := 0, 0
+	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || v[i] == '_' || v[i] == '.') {
+		if v[i] == '.' {
+			dots++
+		}
+		i++
+	}
+	if dots > 1 {
+		return false
+	}
+	if i == len(v) {
+		return true
+	}
+	return v[i] == 'e' || v[i] == 'E'
 }
