@@ -47,7 +47,7 @@ func TestInitialSyncWaitsForBothInformers(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w.Run(time.Minute)
+	w.Advance(time.Minute)
 	if got := starts(w); got != "0s initial" {
 		t.Fatalf("runs: %s", got)
 	}

@@ -100,14 +100,14 @@ TCP  192.168.0.10:30080 rr
 }
 
 // kube-proxy's IPVS proxier logs a failed operation and reports success;
-// with FailSyncOnError the sync fails, as in the iptables proxier.
+// with SyncFailsOnError the sync fails, as in the iptables proxier.
 func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 	for _, failSync := range []bool{false, true} {
 		faults := &ipvs.Faults{}
 		dp, _, _, _ := fakes.Dataplane("6.1.0")
 		w := sim.New(t, sim.Config{
 			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
-			NewBackend: sim.IPVSBackend(ipvs.Config{FailSyncOnError: failSync}, ipvs.WithFaults(dp, faults)),
+			NewBackend: sim.IPVSBackend(ipvs.Config{SyncFailsOnError: failSync}, ipvs.WithFaults(dp, faults)),
 		})
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 			runFailed = runFailed || (e.Kind == "run.end" && strings.Contains(e.Err, "injected"))
 		}
 		if !opFailed || runFailed != failSync {
-			t.Fatalf("FailSyncOnError=%v: operation failed %v, run failed %v\n%s", failSync, opFailed, runFailed, w.Trace.JSONL())
+			t.Fatalf("SyncFailsOnError=%v: operation failed %v, run failed %v\n%s", failSync, opFailed, runFailed, w.Trace.JSONL())
 		}
 		if a, _ := dp.Addresses.Addresses(ipvs.DummyDevice); len(a) != 0 {
 			t.Fatalf("address bound although its virtual server failed: %v", a)
