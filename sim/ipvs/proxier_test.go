@@ -55,8 +55,12 @@ func TestProgramsClusterIPNodePortAndDrainsGracefully(t *testing.T) {
 	svc := fakes.Service("default", "web", "10.96.0.10", 80)
 	svc.Spec.Type = v1.ServiceTypeNodePort
 	svc.Spec.Ports[0].NodePort = 30080
-	_ = w.Create(svc)
-	_ = w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2", "10.244.2.3"))
+	if err := w.Create(svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2", "10.244.2.3")); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,9 @@ TCP  192.168.0.10:30080 rr
 		t.Fatal(err)
 	}
 	w.At(10*time.Second, func() {
-		_ = w.Update(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2"))
+		if err := w.Update(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2")); err != nil {
+			t.Error(err)
+		}
 	})
 	w.RunUntil(11 * time.Second)
 	table, _ = ipvs.Table(h)
@@ -113,7 +119,11 @@ func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 			t.Fatal(err)
 		}
 		faults.FailNext(1)
-		w.At(time.Second, func() { _ = w.Create(fakes.Service("default", "a", "10.96.0.1", 80)) })
+		w.At(time.Second, func() {
+			if err := w.Create(fakes.Service("default", "a", "10.96.0.1", 80)); err != nil {
+				t.Error(err)
+			}
+		})
 		w.RunUntil(5 * time.Second)
 		var opFailed, runFailed bool
 		for _, e := range w.Trace.Events() {
@@ -140,8 +150,13 @@ func TestSchedulerAffinityAndLocalFallback(t *testing.T) {
 	svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(300))}}
 	local := v1.ServiceInternalTrafficPolicyLocal
 	svc.Spec.InternalTrafficPolicy = &local
-	_ = w.Create(svc)
-	_ = w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.9.9")) // on no node: not local
+	if err := w.Create(svc); err != nil {
+		t.Fatal(err)
+	}
+	// On no node: not local.
+	if err := w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.9.9")); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
