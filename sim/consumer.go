@@ -24,8 +24,9 @@ type Consumer interface {
 	// nothing new.
 	OnUpdate(kind string, old, obj runtime.Object) error
 	OnDelete(kind string, obj runtime.Object) error
-	// OnSynced is called once per kind, after the initial lists: kinds, like
-	// the objects of initial lists, come in the order of Kinds().
+	// OnSynced is called once per kind, after the initial lists. Kinds, here
+	// and in initial lists, resyncs and relists, come in the world's order
+	// (the package-level Kinds), whatever the order of the method's.
 	OnSynced(kind string) error
 }
 

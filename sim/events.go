@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"reflect"
 	"runtime"
 	"sort"
 	"sync"
@@ -45,11 +44,6 @@ func (e informerEvent) name() string {
 // namespace and name.
 func (e informerEvent) key() string {
 	return string(rune('0'+e.kind.index)) + e.name()
-}
-
-// noop reports an update that changes nothing (resync, relist).
-func (e informerEvent) noop() bool {
-	return e.op == "update" && reflect.DeepEqual(e.old, e.obj)
 }
 
 // eventQueue is an unbounded FIFO, so that an informer goroutine never
