@@ -243,7 +243,7 @@ func (w *World) Now() time.Duration { return w.Clock.Since(w.cfg.Start) }
 func (w *World) Config() Config { return w.cfg }
 
 // Backend returns the current proxy's backend; a caller that knows its mode
-// asserts the concrete type (for IPVSBackend, *ipvs.Proxier).
+// asserts its concrete type (see IPVSBackend for one).
 func (w *World) Backend() proxy.Backend { return w.proxy.backend }
 
 // Err reports the first error the world met where it could not return it:
