@@ -411,3 +411,38 @@ func meta(namespace, label string) metav1.ObjectMeta {
 	}
 	return m
 }
+
+// failing rejects every Pod, as a handler that cannot use an object would.
+type failing struct{ recorder }
+
+func (c *failing) OnAdd(string, kruntime.Object) error { return fmt.Errorf("no room") }
+
+func TestHandlerErrorsAndNamedWritersAreTraced(t *testing.T) {
+	w := sim.New(t, sim.Config{})
+	if err := w.Subscribe(&failing{recorder{name: "picky", kinds: []string{"Pod"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	before := w.Trace.Len()
+	// A controller writing from its own timer names itself with As.
+	w.At(time.Second, func() {
+		if err := w.As("cron", func() error { return w.Create(pod("a", "10.244.1.2", true)) }); err != nil {
+			t.Error(err)
+		}
+	})
+	w.RunUntil(time.Second)
+	var got []string
+	for _, e := range w.Trace.Events()[before:] {
+		got = append(got, fmt.Sprintf("%v %s %s %s why=%s detail=%s err=%s", e.At, e.Kind, e.Op, e.Object, e.Why, e.Detail, e.Err))
+	}
+	want := []string{
+		"1s object create Pod default/a why=cron detail= err=",
+		"1s object add Pod default/a why= detail=to picky err=",
+		"1s note  Pod default/a why= detail=picky err=no room",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("trace:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

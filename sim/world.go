@@ -101,6 +101,8 @@ type World struct {
 	pending []delivery
 	handler *subscription
 	chain   int
+	// author names the writer outside handlers (see As); "" for a scenario.
+	author string
 	// chainErr is the first write refused for its chain length since the
 	// current drain began; err the first error no caller could be given.
 	chainErr error
@@ -397,6 +399,16 @@ func (w *World) At(d time.Duration, f func()) {
 	w.Clock.AfterFunc(w.cfg.Start.Add(d).Sub(w.Clock.Now()), f)
 }
 
+// As runs f with its writes traced as the named writer's, as a handler's
+// are traced as its consumer's: for a controller that writes from its own
+// timers rather than from a handler.
+func (w *World) As(name string, f func() error) error {
+	prev := w.author
+	w.author = name
+	defer func() { w.author = prev }()
+	return f()
+}
+
 // Create adds an object of any kind the world carries (see Kinds) to the API
 // server. Before Start it seeds the initial lists; after Start it waits
 // until every informer watching the kind has seen the write and hands the
@@ -497,11 +509,15 @@ func objectKey(kind, namespace, name string) string {
 }
 
 // afterWrite follows a write to the API server (err is its outcome): trace it
-// if a consumer made it, then the barrier.
+// if a consumer or a named writer made it, then the barrier.
 func (w *World) afterWrite(k *kind, op, namespace, name string, err error) error {
 	key := objectKey(k.name, namespace, name)
+	by := w.author
 	if w.handler != nil {
-		e := trace.Event{Kind: trace.Object, Op: op, Object: key, Why: w.handler.name}
+		by = w.handler.name
+	}
+	if by != "" {
+		e := trace.Event{Kind: trace.Object, Op: op, Object: key, Why: by}
 		if err != nil {
 			e.Err = err.Error()
 		}
