@@ -104,8 +104,8 @@ type typedKind[T any, PT interface {
 	*T
 	Object
 }] struct {
-	client   func(c clientset, namespace string) typedClient[PT]
-	newInfor func(factory) informer
+	client      func(c clientset, namespace string) typedClient[PT]
+	newInformer func(factory) informer
 }
 
 func newKind[T any, PT interface {
@@ -116,11 +116,11 @@ func newKind[T any, PT interface {
 		name:     name,
 		resource: resource,
 		typ:      reflect.TypeFor[PT](),
-		ops:      typedKind[T, PT]{client: client, newInfor: inf},
+		ops:      typedKind[T, PT]{client: client, newInformer: inf},
 	}
 }
 
-func (k typedKind[T, PT]) informer(f factory) informer { return k.newInfor(f) }
+func (k typedKind[T, PT]) informer(f factory) informer { return k.newInformer(f) }
 
 func (k typedKind[T, PT]) stamped(obj runtime.Object, rv string) PT {
 	cp := *obj.(PT)
