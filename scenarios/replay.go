@@ -10,7 +10,6 @@ import (
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/fakes"
@@ -85,7 +84,7 @@ type Result struct {
 	Env      string
 	Failures []Failure
 	Trace    *trace.Recorder
-	Runs     []sim.Run
+	Runs     []sim.SyncRecord
 	// Updated lists the golden files or scenario files --update rewrote.
 	Updated []string
 	// Checks counts the expectations evaluated.
@@ -184,11 +183,11 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		ResyncPeriod: resync,
 		Cost:         sim.CostModel{Fixed: p.SyncCost.Fixed.D(), PerService: p.SyncCost.PerService.D(), PerEndpoint: p.SyncCost.PerEndpoint.D()},
 		NewBackend: sim.IPVSBackend(ipvs.Config{
-			Scheduler:       p.Scheduler,
-			StrictARP:       p.StrictARP,
-			Timeouts:        ipvs.Timeouts{TCP: p.IPVSTimeouts.TCP.D(), TCPFin: p.IPVSTimeouts.TCPFin.D(), UDP: p.IPVSTimeouts.UDP.D()},
-			NodeIPs:         p.NodeIPs,
-			FailSyncOnError: p.SyncFailsOnError,
+			Scheduler:        p.Scheduler,
+			StrictARP:        p.StrictARP,
+			Timeouts:         ipvs.Timeouts{TCP: p.IPVSTimeouts.TCP.D(), TCPFin: p.IPVSTimeouts.TCPFin.D(), UDP: p.IPVSTimeouts.UDP.D()},
+			NodeIPs:          p.NodeIPs,
+			SyncFailsOnError: p.SyncFailsOnError,
 		}, ipvs.WithFaults(env.Dataplane, r.faults)),
 	}
 	w, err := sim.NewWorld(cfg)
@@ -242,7 +241,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		return nil, r.churnErr
 	}
 	r.expirePending()
-	r.res.Runs = w.Runs()
+	r.res.Runs = w.Syncs()
 	if opts.Update {
 		if err := r.writeGoldens(); err != nil {
 			return nil, err
@@ -452,7 +451,7 @@ func (r *replayer) patch(p *Patch) error {
 		}
 		return r.w.Update(s)
 	}
-	out, err := mergePatch(cur.(runtime.Object), p.Merge)
+	out, err := mergePatch(cur, p.Merge)
 	if err != nil {
 		return fmt.Errorf("patch %s: %w", KeyOf(p.Kind, ns, p.Name), err)
 	}
@@ -484,9 +483,9 @@ func (r *replayer) check(step int, e *Expect) []Failure {
 	r.res.Checks++
 	dp := r.env.Dataplane
 	if sy := e.Syncs; sy != nil {
-		runs := r.w.Runs()
+		runs := r.w.Syncs()
 		if len(sy.Between) == 2 {
-			var in []sim.Run
+			var in []sim.SyncRecord
 			for _, run := range runs {
 				if run.Start >= sy.Between[0].D() && run.Start <= sy.Between[1].D() {
 					in = append(in, run)
@@ -581,7 +580,7 @@ func (r *replayer) check(step int, e *Expect) []Failure {
 	}
 	if e.Draining != nil {
 		var got []string
-		if p := r.w.IPVS(); p != nil {
+		if p, ok := r.w.Backend().(*ipvs.Proxier); ok {
 			got = p.Graceful().Pending()
 		}
 		want := append([]string(nil), (*e.Draining)...)
@@ -661,7 +660,7 @@ func (r *replayer) latency(key string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	runs := r.w.Runs()
+	runs := r.w.Syncs()
 	for _, run := range runs[before:] {
 		if run.End >= 0 {
 			return run.End - at, true
@@ -670,7 +669,7 @@ func (r *replayer) latency(key string) (time.Duration, bool) {
 	return 0, false
 }
 
-func startList(runs []sim.Run) string {
+func startList(runs []sim.SyncRecord) string {
 	s := make([]string, len(runs))
 	for i, r := range runs {
 		s[i] = r.Start.String()

@@ -7,13 +7,13 @@ import (
 // RecordingBackend programs nothing: it keeps what each sync saw, for tests
 // of the sync pipeline that do not care about a dataplane.
 type RecordingBackend struct {
-	Syncs []SyncRecord
+	Syncs []BackendSync
 	// Fail, when set, makes the next syncs fail with this error.
 	Fail error
 }
 
-// SyncRecord is one sync as the backend saw it.
-type SyncRecord struct {
+// BackendSync is one sync as the backend saw it.
+type BackendSync struct {
 	ServicePorts, Endpoints int
 	ChangedServices         int
 	ChangedEndpoints        int
@@ -24,7 +24,7 @@ func (b *RecordingBackend) Sync(s *proxy.SyncState) error {
 	for _, eps := range s.Endpoints {
 		n += len(eps)
 	}
-	b.Syncs = append(b.Syncs, SyncRecord{
+	b.Syncs = append(b.Syncs, BackendSync{
 		ServicePorts:     len(s.Services),
 		Endpoints:        n,
 		ChangedServices:  len(s.ServiceChanges.Updated),

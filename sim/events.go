@@ -2,28 +2,24 @@ package sim
 
 import (
 	"fmt"
-	"reflect"
 	"runtime"
 	"sort"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-
-	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 )
 
 // informerEvent is one handler call, carried from an informer goroutine to
 // the world's goroutine.
 type informerEvent struct {
-	kind     string
+	kind     *kind
 	op       string
 	old, obj any
 	resync   bool
@@ -34,25 +30,20 @@ func (e informerEvent) name() string {
 	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		return t.Key
 	}
-	m, err := meta.Accessor(o)
-	if err != nil {
+	m, ok := o.(metav1.Object)
+	if !ok {
 		return "?"
+	}
+	if m.GetNamespace() == "" {
+		return m.GetName() // cluster-scoped
 	}
 	return m.GetNamespace() + "/" + m.GetName()
 }
 
-// key orders events canonically: services before slices, then by name.
+// key orders events canonically: by kind (the table's order), then by
+// namespace and name.
 func (e informerEvent) key() string {
-	k := "1"
-	if e.kind == "Service" {
-		k = "0"
-	}
-	return k + e.name()
-}
-
-// noop reports an update that changes nothing (resync, relist).
-func (e informerEvent) noop() bool {
-	return e.op == "update" && reflect.DeepEqual(e.old, e.obj)
+	return string(rune('0'+e.kind.index)) + e.name()
 }
 
 // eventQueue is an unbounded FIFO, so that an informer goroutine never
@@ -107,38 +98,27 @@ func (q *eventQueue) wake() { q.cond.Broadcast() }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
-// instance is one proxy's informers: a shared informer factory over the
-// world's fake API server, whose handlers only queue events.
+// instance is one consumer's informers: a shared informer factory over the
+// world's fake API server, with an informer for each kind the consumer
+// watches, whose handlers only queue events.
 type instance struct {
-	factory  informers.SharedInformerFactory
-	svcInf   cache.SharedIndexInformer
-	sliceInf cache.SharedIndexInformer
-	events   *eventQueue
-	stop     chan struct{}
+	factory informers.SharedInformerFactory
+	infs    []cache.SharedIndexInformer // by kind index; nil for kinds not watched
+	events  *eventQueue
+	stop    chan struct{}
 }
 
-// watchSignal lets the world wait until both watches are established: a
-// write made before that would be missed by the informer.
-type watchSignal struct {
-	mu       sync.Mutex
-	watching map[string]bool
+// watchCounter counts the watches opened per resource, so that the world can
+// wait until a new instance's watches are established: a write made before
+// that would be missed by the informer.
+type watchCounter struct {
+	mu sync.Mutex
+	n  map[string]int
 }
 
-func (s *watchSignal) set(r string) {
-	s.mu.Lock()
-	s.watching[r] = true
-	s.mu.Unlock()
-}
-
-func (s *watchSignal) has(r string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.watching[r]
-}
-
-func startInstance(client *fake.Clientset, worldStop <-chan struct{}) (*instance, error) {
-	inst := &instance{events: newEventQueue(), stop: make(chan struct{})}
-	sig := &watchSignal{watching: map[string]bool{}}
+// install makes client count its watches; once per client.
+func (c *watchCounter) install(client *fake.Clientset) {
+	c.n = map[string]int{}
 	tracker := client.Tracker()
 	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
 		var opts metav1.ListOptions
@@ -149,22 +129,36 @@ func startInstance(client *fake.Clientset, worldStop <-chan struct{}) (*instance
 		if err != nil {
 			return false, nil, err
 		}
-		sig.set(action.GetResource().Resource)
+		c.mu.Lock()
+		c.n[action.GetResource().Resource]++
+		c.mu.Unlock()
 		return true, wi, nil
 	})
+}
+
+func (c *watchCounter) count(resource string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[resource]
+}
+
+// startInstance starts informers for ks and waits until each handler has
+// seen its initial list and each watch is open. Instances start one at a
+// time, so a new watch of a resource is this instance's.
+func startInstance(client *fake.Clientset, watches *watchCounter, ks []*kind, worldStop <-chan struct{}) (*instance, error) {
+	inst := &instance{events: newEventQueue(), stop: make(chan struct{}), infs: make([]cache.SharedIndexInformer, len(kinds))}
 	inst.factory = informers.NewSharedInformerFactory(client, 0)
-	inst.svcInf = inst.factory.Core().V1().Services().Informer()
-	inst.sliceInf = inst.factory.Discovery().V1().EndpointSlices().Informer()
+	before := make([]int, len(ks))
 	var regs []cache.ResourceEventHandlerRegistration
-	for _, inf := range []struct {
-		i    cache.SharedIndexInformer
-		kind string
-	}{{inst.svcInf, "Service"}, {inst.sliceInf, "EndpointSlice"}} {
-		kind, q := inf.kind, inst.events
-		reg, err := inf.i.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { q.push(informerEvent{kind: kind, op: "add", obj: obj}) },
-			UpdateFunc: func(old, obj any) { q.push(informerEvent{kind: kind, op: "update", old: old, obj: obj}) },
-			DeleteFunc: func(obj any) { q.push(informerEvent{kind: kind, op: "delete", obj: obj}) },
+	for i, k := range ks {
+		before[i] = watches.count(k.resource)
+		inf := k.ops.informer(inst.factory)
+		inst.infs[k.index] = inf
+		q := inst.events
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { q.push(informerEvent{kind: k, op: "add", obj: obj}) },
+			UpdateFunc: func(old, obj any) { q.push(informerEvent{kind: k, op: "update", old: old, obj: obj}) },
+			DeleteFunc: func(obj any) { q.push(informerEvent{kind: k, op: "delete", obj: obj}) },
 		})
 		if err != nil {
 			return nil, err
@@ -172,8 +166,15 @@ func startInstance(client *fake.Clientset, worldStop <-chan struct{}) (*instance
 		regs = append(regs, reg)
 	}
 	inst.factory.Start(inst.stop)
-	// A registration has synced once its handler has seen the initial list.
-	for !regs[0].HasSynced() || !regs[1].HasSynced() || !sig.has("services") || !sig.has("endpointslices") {
+	ready := func() bool {
+		for i, k := range ks {
+			if !regs[i].HasSynced() || watches.count(k.resource) <= before[i] {
+				return false
+			}
+		}
+		return true
+	}
+	for !ready() {
 		select {
 		case <-worldStop:
 			inst.close()
@@ -191,19 +192,54 @@ func (inst *instance) close() {
 	inst.factory.Shutdown()
 }
 
+// watches reports whether the instance has an informer for k.
+func (inst *instance) watches(k *kind) bool { return inst.infs[k.index] != nil }
+
+// get reads obj's kind from the instance's informer cache.
+func (inst *instance) get(k *kind, namespace, name string) (any, bool) {
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	o, ok, err := inst.infs[k.index].GetStore().GetByKey(key)
+	return o, ok && err == nil
+}
+
 // snapshot lists every cached object as a no-op update, in canonical order.
 func (inst *instance) snapshot(resync bool) []informerEvent {
 	var evs []informerEvent
-	for _, inf := range []struct {
-		i    cache.SharedIndexInformer
-		kind string
-	}{{inst.svcInf, "Service"}, {inst.sliceInf, "EndpointSlice"}} {
-		for _, o := range inf.i.GetStore().List() {
-			evs = append(evs, informerEvent{kind: inf.kind, op: "update", old: o, obj: o, resync: resync})
+	for i, inf := range inst.infs {
+		if inf == nil {
+			continue
+		}
+		for _, o := range inf.GetStore().List() {
+			evs = append(evs, informerEvent{kind: kinds[i], op: "update", old: o, obj: o, resync: resync})
 		}
 	}
-	sort.Slice(evs, func(i, j int) bool { return evs[i].key() < evs[j].key() })
+	sortEvents(evs)
 	return evs
+}
+
+// sortEvents puts events in canonical order (see key), computing each key
+// once.
+func sortEvents(evs []informerEvent) {
+	keys := make([]string, len(evs))
+	for i := range evs {
+		keys[i] = evs[i].key()
+	}
+	sort.Stable(byKey{evs, keys})
+}
+
+type byKey struct {
+	evs  []informerEvent
+	keys []string
+}
+
+func (b byKey) Len() int           { return len(b.evs) }
+func (b byKey) Less(i, j int) bool { return b.keys[i] < b.keys[j] }
+func (b byKey) Swap(i, j int) {
+	b.evs[i], b.evs[j] = b.evs[j], b.evs[i]
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
 }
 
 // heldEvents collects events while the watch is broken, keeping per object
@@ -257,7 +293,7 @@ func (h *heldEvents) relist(current []informerEvent) []informerEvent {
 		ev := h.first[k]
 		out = append(out, informerEvent{kind: ev.kind, op: "delete", obj: before(ev)})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].key() < out[j].key() })
+	sortEvents(out)
 	return out
 }
 
@@ -269,18 +305,11 @@ func before(ev informerEvent) any {
 	return ev.obj
 }
 
-func asService(o any) *v1.Service {
+// asObject unwraps a tombstone: consumers always get the typed object.
+func asObject(o any) kruntime.Object {
 	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		o = t.Obj
 	}
-	s, _ := o.(*v1.Service)
-	return s
-}
-
-func asSlice(o any) *discovery.EndpointSlice {
-	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	s, _ := o.(*discovery.EndpointSlice)
-	return s
+	r, _ := o.(kruntime.Object)
+	return r
 }

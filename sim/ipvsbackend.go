@@ -8,7 +8,8 @@ import (
 
 // IPVSBackend returns a Config.NewBackend that programs dp with the IPVS
 // proxier, on the world's clock, tracing every dataplane operation. Each
-// restart builds a new proxier over the same dataplane.
+// restart builds a new proxier over the same dataplane; World.Backend
+// returns the current one, a *ipvs.Proxier.
 func IPVSBackend(cfg ipvs.Config, dp ipvs.Dataplane) func(*World) (proxy.Backend, error) {
 	return func(w *World) (proxy.Backend, error) {
 		p, err := ipvs.New(cfg, dp, w.Clock, func(op ipvs.Op) {
@@ -21,10 +22,6 @@ func IPVSBackend(cfg ipvs.Config, dp ipvs.Dataplane) func(*World) (proxy.Backend
 		if err != nil {
 			return nil, err
 		}
-		w.ipvs = p
 		return p, nil
 	}
 }
-
-// IPVS returns the current proxy's IPVS proxier, if it has one.
-func (w *World) IPVS() *ipvs.Proxier { return w.ipvs }

@@ -1,34 +1,29 @@
 // Package sim is proxysim's virtual-time world: a fake API server and real
-// shared informers feeding a service proxy (change trackers, runner, backend)
-// whose every timer runs on a virtual clock.
+// shared informers feeding the world's consumers — a service proxy (change
+// trackers, runner, backend) and any controllers — whose every timer runs on
+// a virtual clock.
 //
 // The world is single-threaded where it matters. Informer goroutines only
-// carry events; the world writes one object at a time, waits until the
-// informer has delivered that write, and hands the event to the proxy on its
-// own goroutine. Time moves only when the world advances its clock, straight
-// from one deadline to the next. So a scenario of hours replays in
-// milliseconds and gives the same trace on every run.
+// carry events; the world writes one object at a time, waits until every
+// informer watching its kind has seen that write, and hands the events to
+// the consumers on its own goroutine. Time moves only when the world advances
+// its clock, straight from one deadline to the next. So a scenario of hours
+// replays in milliseconds and gives the same trace on every run.
 //
 // sim defines the interfaces backends implement (see sim/ipvs); it never
 // imports the real-kernel code in netns/.
 package sim
 
 import (
-	"context"
 	"fmt"
-	"reflect"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -75,41 +70,68 @@ type Config struct {
 	Endpoints proxy.EndpointSliceTrackerOptions
 }
 
-// Run is one sync of the proxy, as the world saw it.
-type Run struct {
-	N     int
-	Why   string
-	Start time.Duration
-	End   time.Duration // -1 while running
-	Err   string
-}
+// MaxChain bounds a chain of writes, each made by a consumer handling an
+// event of the one before: a longer chain is taken for a loop between
+// consumers, and its next write fails.
+const MaxChain = 64
 
-// World is one simulated node. The API server and the dataplane outlive the
-// proxy: Restart replaces the proxy (informers, trackers, runner, backend)
-// and keeps the rest.
+// World is one simulated node and its cluster: an API server, the node's
+// service proxy and any other consumers. The API server and the dataplane
+// outlive the proxy: Restart replaces the proxy (informers, trackers,
+// runner, backend) and keeps the rest.
 type World struct {
-	Clock   *vclock.Clock
-	Client  *fake.Clientset
-	Trace   *trace.Recorder
-	Proxier *proxy.Proxier
-	Runner  *runner.Runner
+	Clock *vclock.Clock
+	Trace *trace.Recorder
 
+	client  *fake.Clientset
+	watches watchCounter
 	cfg     Config
-	inst    *instance
+	subs    []*subscription // in the order they subscribed; the proxy first
+	proxy   *proxyConsumer
+	psub    *subscription // the proxy's subscription
 	stop    chan struct{}
 	started bool
 	closed  bool
 	rv      int64
-	runs    []Run
-	backend proxy.Backend
-	ipvs    *ipvs.Proxier
-	gen     int // proxy generation, bumped by Restart
+	syncs   []SyncRecord
 
-	held *heldEvents // non-nil while the watch is broken
-	// lastChange maps "Kind ns/name" to its latest real change; written
-	// holds the instant of writes the proxy has not heard of yet.
+	// pending is the FIFO of deliveries not yet handed over. handler is the
+	// consumer whose handler runs (nil outside handlers), and chain the
+	// chain length of the event it handles.
+	pending []delivery
+	handler *subscription
+	chain   int
+	// author names the writer outside handlers (see As); "" for a scenario.
+	author string
+	// chainErr is the first write refused for its chain length since the
+	// current drain began; err the first error no caller could be given.
+	chainErr error
+	err      error
+
+	// lastChange maps "Kind ns/name" to its latest real change as the proxy
+	// heard it; written holds the instant of writes the proxy has not heard
+	// of yet.
 	lastChange map[string]change
 	written    map[string]time.Duration
+}
+
+// subscription is one consumer and its informers.
+type subscription struct {
+	c     Consumer
+	name  string
+	kinds []*kind     // in the table's order
+	inst  *instance   // nil until started
+	held  *heldEvents // non-nil while its watch is broken
+	quiet bool        // the proxy: its deliveries are traced without its name
+}
+
+// delivery is one event on its way to one consumer. chain counts the writes
+// that led to it, each made while handling an event of the one before (0 for
+// initial lists, resyncs and relists).
+type delivery struct {
+	sub   *subscription
+	ev    informerEvent
+	chain int
 }
 
 // New builds a world for a test and closes it when the test ends.
@@ -123,7 +145,8 @@ func New(t testing.TB, cfg Config) *World {
 	return w
 }
 
-// NewWorld builds a world. Seed it with Create, then call Start.
+// NewWorld builds a world with its proxy. Seed it with Create, add other
+// consumers with Subscribe, then call Start.
 func NewWorld(cfg Config) (*World, error) {
 	if cfg.Runner.Generation == 0 {
 		cfg.Runner.Generation = runner.Cooldown
@@ -150,43 +173,69 @@ func NewWorld(cfg Config) (*World, error) {
 		Clock: vclock.New(cfg.Start),
 		// The plain tracker: the field-managed one of NewClientset rebuilds a
 		// REST mapper on every write, which dominates a replay's cost.
-		Client:     fake.NewSimpleClientset(),
+		client:     fake.NewSimpleClientset(),
 		cfg:        cfg,
 		stop:       make(chan struct{}),
 		lastChange: map[string]change{},
 		written:    map[string]time.Duration{},
 	}
+	w.watches.install(w.client)
 	w.Trace = trace.NewRecorder(cfg.Start, w.Clock.Now)
-	if err := w.newProxy(); err != nil {
+	p, err := w.newProxy()
+	if err != nil {
 		return nil, err
 	}
+	sub, err := w.subscription(p)
+	if err != nil {
+		return nil, err
+	}
+	sub.quiet = true
+	w.proxy, w.psub = p, sub
+	w.subs = append(w.subs, sub)
 	return w, nil
 }
 
-// newProxy builds a fresh proxy: backend, proxier and runner.
-func (w *World) newProxy() error {
-	w.gen++
-	backend := w.cfg.Backend
-	if w.cfg.NewBackend != nil {
-		b, err := w.cfg.NewBackend(w)
-		if err != nil {
-			return err
+func (w *World) subscription(c Consumer) (*subscription, error) {
+	s := &subscription{c: c, name: c.Name()}
+	want := map[string]bool{}
+	for _, name := range c.Kinds() {
+		if _, err := lookupKind(name); err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", s.name, err)
 		}
-		backend = b
+		want[name] = true
 	}
-	if backend == nil {
-		backend = &RecordingBackend{}
+	for _, k := range kinds {
+		if want[k.name] {
+			s.kinds = append(s.kinds, k)
+		}
 	}
-	w.backend = backend
-	w.Proxier = proxy.NewProxier(w.cfg.Family, w.cfg.NodeName, w.cfg.Zone, backend, w.cfg.Endpoints)
-	gen := w.gen
-	r, err := runner.New(w.cfg.Runner, w.Clock, func() error { return w.sync(gen) }, &runnerTrace{w: w})
+	return s, nil
+}
+
+// Subscribe adds a consumer. Consumers start in the order they subscribed,
+// after the proxy; one that subscribes after Start starts at once, with the
+// initial lists of its kinds.
+func (w *World) Subscribe(c Consumer) error {
+	if w.closed {
+		return fmt.Errorf("world closed")
+	}
+	if w.handler != nil {
+		return fmt.Errorf("%s subscribed %s from a handler", w.handler.name, c.Name())
+	}
+	s, err := w.subscription(c)
 	if err != nil {
 		return err
 	}
-	w.Runner = r
-	w.Proxier.SetSyncer(r)
-	return nil
+	for _, o := range w.subs {
+		if o.name == s.name {
+			return fmt.Errorf("a consumer named %q already subscribed", s.name)
+		}
+	}
+	w.subs = append(w.subs, s)
+	if !w.started {
+		return nil
+	}
+	return w.startSub(s)
 }
 
 // Now is the virtual time since the world started.
@@ -195,54 +244,51 @@ func (w *World) Now() time.Duration { return w.Clock.Since(w.cfg.Start) }
 // Config returns the world's configuration after defaults.
 func (w *World) Config() Config { return w.cfg }
 
-// Backend returns the current proxy's backend.
-func (w *World) Backend() proxy.Backend { return w.backend }
+// Backend returns the current proxy's backend; a caller that knows its mode
+// asserts its concrete type (see IPVSBackend for one).
+func (w *World) Backend() proxy.Backend { return w.proxy.backend }
 
-// Close stops the informers and the proxy's timers.
+// Err reports the first error the world met where it could not return it:
+// in a resync or a relist, which run inside the clock.
+func (w *World) Err() error { return w.err }
+
+// Close stops the informers and every consumer's timers.
 func (w *World) Close() {
 	if w.closed {
 		return
 	}
 	w.closed = true
 	close(w.stop)
-	w.stopProxy()
-}
-
-func (w *World) stopProxy() {
-	w.Runner.Stop()
-	if s, ok := w.backend.(interface{ Stop() }); ok {
-		s.Stop()
-	}
-	if w.inst != nil {
-		w.inst.close()
-		w.inst = nil
+	for _, s := range w.subs {
+		w.stopSub(s)
 	}
 }
 
-// sync is the runner's function: one sync of the proxier.
-func (w *World) sync(gen int) error {
-	if gen != w.gen {
-		return fmt.Errorf("proxy was restarted")
+func (w *World) stopSub(s *subscription) {
+	if l, ok := s.c.(Lifecycle); ok {
+		l.Stop()
 	}
-	return w.Proxier.SyncProxyRules()
+	if s.inst != nil {
+		s.inst.close()
+		s.inst = nil
+	}
+	s.held = nil
 }
 
-func (w *World) cost() time.Duration {
-	s, e := w.Proxier.Size()
-	return w.cfg.Cost.Cost(s, e)
-}
-
-// Start starts the proxy at the current virtual instant: the runner's loop,
-// then the informers, whose initial lists are delivered in namespace/name
-// order (list order is unspecified), then the two synced notifications, the
-// second of which syncs directly, as kube-proxy does.
+// Start starts every consumer at the current virtual instant, one after
+// another, the proxy first. Each gets its informers' initial lists in
+// kind/namespace/name order (list order is unspecified), then one synced
+// notification per kind; the proxy's second one syncs directly, as
+// kube-proxy does.
 func (w *World) Start() error {
 	if w.started {
 		return fmt.Errorf("world already started")
 	}
 	w.started = true
-	if err := w.startProxy(); err != nil {
-		return err
+	for _, s := range w.subs {
+		if err := w.startSub(s); err != nil {
+			return err
+		}
 	}
 	if w.cfg.ResyncPeriod > 0 {
 		w.scheduleResync()
@@ -250,27 +296,38 @@ func (w *World) Start() error {
 	return nil
 }
 
-func (w *World) startProxy() error {
-	w.Runner.StartVirtual(w.cost)
-	inst, err := startInstance(w.Client, w.stop)
+func (w *World) startSub(s *subscription) error {
+	if l, ok := s.c.(Lifecycle); ok {
+		if err := l.Start(); err != nil {
+			return fmt.Errorf("starting %s: %w", s.name, err)
+		}
+	}
+	inst, err := startInstance(w.client, &w.watches, s.kinds, w.stop)
 	if err != nil {
 		return err
 	}
-	w.inst = inst
+	s.inst = inst
 	initial := inst.events.drain()
-	sort.SliceStable(initial, func(i, j int) bool { return initial[i].key() < initial[j].key() })
+	sortEvents(initial)
 	for _, ev := range initial {
-		w.deliver(ev)
+		w.pending = append(w.pending, delivery{sub: s, ev: ev})
 	}
-	// Services first: the EndpointSlice notification is then the second one,
-	// which syncs directly, outside the runner.
-	w.Trace.Add(trace.Event{Kind: trace.Synced, Object: "Service"})
-	if err := w.Proxier.OnServicesSynced(); err != nil {
+	if err := w.drain(); err != nil {
 		return err
 	}
-	w.Trace.Add(trace.Event{Kind: trace.Synced, Object: "EndpointSlice"})
-	w.runStarted("initial")
-	w.runFinished(w.Proxier.OnEndpointSlicesSynced())
+	for _, k := range s.kinds {
+		e := trace.Event{Kind: trace.Synced, Object: k.name}
+		if !s.quiet {
+			e.Detail = "to " + s.name
+		}
+		w.Trace.Add(e)
+		if err := s.c.OnSynced(k.name); err != nil {
+			return fmt.Errorf("%s: %s synced: %w", s.name, k.name, err)
+		}
+		if err := w.drain(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -281,15 +338,18 @@ func (w *World) Restart() error {
 	if !w.started {
 		return fmt.Errorf("world not started")
 	}
-	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "proxy restart"})
-	w.stopProxy()
-	if w.held != nil {
-		w.held = nil // a new proxy lists afresh
+	if w.handler != nil {
+		return fmt.Errorf("%s restarted the proxy from a handler", w.handler.name)
 	}
-	if err := w.newProxy(); err != nil {
+	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "proxy restart"})
+	w.stopSub(w.psub) // a new proxy lists afresh, broken watch or not
+	p, err := w.newProxy()
+	if err != nil {
 		return err
 	}
-	return w.startProxy()
+	w.proxy = p
+	w.psub.c = p
+	return w.startSub(w.psub)
 }
 
 func (w *World) scheduleResync() {
@@ -303,18 +363,33 @@ func (w *World) scheduleResync() {
 }
 
 // resync delivers an update with identical old and new objects for every
-// object in the informers' caches, as a shared informer's resync does.
+// object in each consumer's informer caches, as a shared informer's resync
+// does.
 func (w *World) resync() {
-	if w.held != nil || w.inst == nil {
-		return // a broken watch has nothing to resync from
+	for _, s := range w.subs {
+		if s.held != nil || s.inst == nil {
+			continue // a broken watch has nothing to resync from
+		}
+		for _, ev := range s.inst.snapshot(true) {
+			w.pending = append(w.pending, delivery{sub: s, ev: ev})
+		}
 	}
-	for _, ev := range w.inst.snapshot(true) {
-		w.deliver(ev)
+	w.keep(w.drain())
+}
+
+// keep records an error raised inside the clock, where no caller can take it.
+func (w *World) keep(err error) {
+	if err == nil {
+		return
+	}
+	w.Trace.Add(trace.Event{Kind: trace.Note, Err: err.Error()})
+	if w.err == nil {
+		w.err = err
 	}
 }
 
-// Run advances virtual time by d, firing every timer on the way.
-func (w *World) Run(d time.Duration) { w.Clock.Advance(d) }
+// Advance moves virtual time on by d, firing every timer on the way.
+func (w *World) Advance(d time.Duration) { w.Clock.Advance(d) }
 
 // RunUntil advances virtual time to offset d from the world's start.
 func (w *World) RunUntil(d time.Duration) { w.Clock.AdvanceTo(w.cfg.Start.Add(d)) }
@@ -324,306 +399,279 @@ func (w *World) At(d time.Duration, f func()) {
 	w.Clock.AfterFunc(w.cfg.Start.Add(d).Sub(w.Clock.Now()), f)
 }
 
-func (w *World) stamp(m *metav1.ObjectMeta) {
-	w.rv++
-	m.ResourceVersion = strconv.FormatInt(w.rv, 10)
+// As runs f with its writes traced as the named writer's, as a handler's
+// are traced as its consumer's: for a controller that writes from its own
+// timers rather than from a handler.
+func (w *World) As(name string, f func() error) error {
+	prev := w.author
+	w.author = name
+	defer func() { w.author = prev }()
+	return f()
 }
 
-// Create adds an object to the API server. Before Start it seeds the initial
-// list; after Start it waits until the informer has delivered the event and
-// hands it to the proxy at the current virtual instant.
-func (w *World) Create(obj any) error { return w.write(obj, false) }
+// Create adds an object of any kind the world carries (see Kinds) to the API
+// server. Before Start it seeds the initial lists; after Start it waits
+// until every informer watching the kind has seen the write and hands the
+// events to their consumers, and the events of any writes they make in
+// turn, at the current virtual instant. Made by a consumer while it handles
+// an event, it is traced as that consumer's, and its events are delivered
+// after the current one.
+func (w *World) Create(obj runtime.Object) error { return w.write("create", obj) }
 
 // Update replaces an existing object, like Create.
-func (w *World) Update(obj any) error { return w.write(obj, true) }
+func (w *World) Update(obj runtime.Object) error { return w.write("update", obj) }
 
 // Apply creates the object or updates it if it exists.
-func (w *World) Apply(obj any) error {
-	_, err := w.Get(kindOf(obj), nsName(obj))
+func (w *World) Apply(obj runtime.Object) error {
+	k, err := kindOfObject(obj)
+	if err != nil {
+		return err
+	}
+	m := obj.(Object)
+	_, err = k.ops.get(w.client, m.GetNamespace(), m.GetName())
 	switch {
 	case err == nil:
-		return w.write(obj, true)
+		return w.write("update", obj)
 	case isNotFound(err):
-		return w.write(obj, false)
+		return w.write("create", obj)
 	}
 	return err
 }
 
-// Get reads an object from the API server ("Service" or "EndpointSlice").
-func (w *World) Get(kind string, key [2]string) (any, error) {
-	ctx := context.Background()
-	switch kind {
-	case "Service":
-		return w.Client.CoreV1().Services(key[0]).Get(ctx, key[1], metav1.GetOptions{})
-	case "EndpointSlice":
-		return w.Client.DiscoveryV1().EndpointSlices(key[0]).Get(ctx, key[1], metav1.GetOptions{})
-	}
-	return nil, fmt.Errorf("unsupported kind %q", kind)
-}
-
-func kindOf(obj any) string {
-	switch obj.(type) {
-	case *v1.Service:
-		return "Service"
-	case *discovery.EndpointSlice:
-		return "EndpointSlice"
-	}
-	return fmt.Sprintf("%T", obj)
-}
-
-// nsName is an object's namespace and name.
-func nsName(obj any) [2]string {
-	m, err := meta.Accessor(obj)
+// Get reads an object of the named kind from the API server.
+func (w *World) Get(kind string, key [2]string) (runtime.Object, error) {
+	k, err := lookupKind(kind)
 	if err != nil {
-		return [2]string{}
+		return nil, err
 	}
-	return [2]string{m.GetNamespace(), m.GetName()}
+	return k.ops.get(w.client, key[0], key[1])
 }
 
-// typedClient is what the world needs of a typed client: create and update.
-type typedClient[T any] interface {
-	Create(context.Context, T, metav1.CreateOptions) (T, error)
-	Update(context.Context, T, metav1.UpdateOptions) (T, error)
-}
-
-func send[T any](c typedClient[T], obj T, update bool) error {
-	var err error
-	if update {
-		_, err = c.Update(context.Background(), obj, metav1.UpdateOptions{})
-	} else {
-		_, err = c.Create(context.Background(), obj, metav1.CreateOptions{})
+// Delete removes an object of the named kind, like Create.
+func (w *World) Delete(kind, namespace, name string) error {
+	k, err := lookupKind(kind)
+	if err != nil {
+		return err
 	}
-	return err
+	if err := w.checkChain(k, namespace, name); err != nil {
+		return err
+	}
+	err = k.ops.delete(w.client, namespace, name)
+	return w.afterWrite(k, "delete", namespace, name, err)
 }
 
-func (w *World) write(obj any, update bool) error {
-	if update && w.unchanged(obj) {
+func (w *World) write(op string, obj runtime.Object) error {
+	k, err := kindOfObject(obj)
+	if err != nil {
+		return err
+	}
+	m := obj.(Object)
+	ns, name := m.GetNamespace(), m.GetName()
+	if op == "update" && w.unchanged(k, obj, ns, name) {
 		// Like the API server, an update that changes nothing is not
 		// written: no new resourceVersion, no watch event.
 		return nil
 	}
-	// Stamp a shallow copy: the caller's object is left alone, and the fake
-	// API server deep-copies what it stores.
-	var err error
-	switch o := obj.(type) {
-	case *v1.Service:
-		cp := *o
-		w.stamp(&cp.ObjectMeta)
-		err = send(w.Client.CoreV1().Services(cp.Namespace), &cp, update)
-	case *discovery.EndpointSlice:
-		cp := *o
-		w.stamp(&cp.ObjectMeta)
-		err = send(w.Client.DiscoveryV1().EndpointSlices(cp.Namespace), &cp, update)
-	default:
-		return fmt.Errorf("unsupported object type %T", obj)
+	if err := w.checkChain(k, ns, name); err != nil {
+		return err
+	}
+	w.rv++
+	rv := strconv.FormatInt(w.rv, 10)
+	if op == "update" {
+		err = k.ops.update(w.client, obj, rv)
+	} else {
+		err = k.ops.create(w.client, obj, rv)
+	}
+	return w.afterWrite(k, op, ns, name, err)
+}
+
+// checkChain refuses a consumer's write that would make its chain too long.
+func (w *World) checkChain(k *kind, namespace, name string) error {
+	if w.handler == nil || w.chain < MaxChain {
+		return nil
+	}
+	err := fmt.Errorf("%s's write of %s would be number %d in a chain of writes, each made handling an event of the one before (limit %d): a loop between consumers?",
+		w.handler.name, objectKey(k.name, namespace, name), w.chain+1, MaxChain)
+	w.Trace.Add(trace.Event{Kind: trace.Object, Op: "refused", Object: objectKey(k.name, namespace, name), Why: w.handler.name, Err: err.Error()})
+	if w.chainErr == nil {
+		w.chainErr = err
+	}
+	return err
+}
+
+// objectKey names an object in the trace: "Kind namespace/name", or "Kind
+// name" for a cluster-scoped one.
+func objectKey(kind, namespace, name string) string {
+	if namespace == "" {
+		return kind + " " + name
+	}
+	return kind + " " + namespace + "/" + name
+}
+
+// afterWrite follows a write to the API server (err is its outcome): trace it
+// if a consumer or a named writer made it, then the barrier.
+func (w *World) afterWrite(k *kind, op, namespace, name string, err error) error {
+	key := objectKey(k.name, namespace, name)
+	by := w.author
+	if w.handler != nil {
+		by = w.handler.name
+	}
+	if by != "" {
+		e := trace.Event{Kind: trace.Object, Op: op, Object: key, Why: by}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		w.Trace.Add(e)
 	}
 	if err != nil {
 		return err
 	}
-	w.noteWrite(kindOf(obj), nsName(obj))
-	return w.await()
+	// Its propagation latency counts from the API write even if the proxy
+	// hears of it later.
+	w.written[key] = w.Now()
+	return w.await(k)
 }
 
 // unchanged reports whether obj equals the stored object but for its
 // resourceVersion.
-func (w *World) unchanged(obj any) bool {
-	cur, ok := w.current(obj)
-	if !ok {
-		return false
-	}
-	// Shallow copies are enough to blank the resourceVersion: this runs on
-	// every update, so no deep copies here.
-	switch o := obj.(type) {
-	case *v1.Service:
-		a, b := *o, *cur.(*v1.Service)
-		a.ResourceVersion, b.ResourceVersion = "", ""
-		return reflect.DeepEqual(&a, &b)
-	case *discovery.EndpointSlice:
-		a, b := *o, *cur.(*discovery.EndpointSlice)
-		a.ResourceVersion, b.ResourceVersion = "", ""
-		return reflect.DeepEqual(&a, &b)
-	}
-	return false
+func (w *World) unchanged(k *kind, obj runtime.Object, namespace, name string) bool {
+	cur, ok := w.current(k, namespace, name)
+	return ok && k.ops.sameButVersion(obj, cur)
 }
 
-// current is the stored version of obj: from the informer cache once the
-// proxy runs (the barrier keeps it up to date, and reading it copies
-// nothing), from the API server before.
-func (w *World) current(obj any) (any, bool) {
-	if w.inst == nil {
-		cur, err := w.Get(kindOf(obj), nsName(obj))
-		return cur, err == nil
+// current is the stored version of an object: from an informer cache if a
+// consumer watches its kind (the barrier keeps the caches up to date, and
+// reading one copies nothing), from the API server otherwise.
+func (w *World) current(k *kind, namespace, name string) (runtime.Object, bool) {
+	for _, s := range w.subs {
+		if s.inst != nil && s.inst.watches(k) {
+			o, ok := s.inst.get(k, namespace, name)
+			if !ok {
+				return nil, false
+			}
+			r, ok := o.(runtime.Object)
+			return r, ok
+		}
 	}
-	store := w.inst.svcInf.GetStore()
-	if _, ok := obj.(*discovery.EndpointSlice); ok {
-		store = w.inst.sliceInf.GetStore()
-	}
-	key := nsName(obj)
-	cur, ok, err := store.GetByKey(key[0] + "/" + key[1])
-	return cur, ok && err == nil
+	cur, err := k.ops.get(w.client, namespace, name)
+	return cur, err == nil
 }
 
-// noteWrite remembers when an object was written, so that its propagation
-// latency counts from the API write even if the proxy hears of it later.
-func (w *World) noteWrite(kind string, key [2]string) {
-	w.written[kind+" "+key[0]+"/"+key[1]] = w.Now()
+// await is the barrier: a write yields exactly one event in every informer
+// watching its kind; each is queued for its consumer, in the order the
+// consumers subscribed, and unless the write was made by a handler (whose
+// drain goes on after it returns) delivered before virtual time moves on.
+func (w *World) await(k *kind) error {
+	chain := 1
+	if w.handler != nil {
+		chain = w.chain + 1
+	}
+	for _, s := range w.subs {
+		if s.inst == nil || !s.inst.watches(k) {
+			continue
+		}
+		ev, ok := s.inst.events.pop(w.stop)
+		if !ok {
+			return fmt.Errorf("world closed while waiting for an informer event")
+		}
+		if s.held != nil {
+			s.held.add(ev)
+			continue
+		}
+		w.pending = append(w.pending, delivery{sub: s, ev: ev, chain: chain})
+	}
+	return w.drain()
 }
 
-// Delete removes an object ("Service" or "EndpointSlice").
-func (w *World) Delete(kind, namespace, name string) error {
-	ctx := context.Background()
-	var err error
-	switch kind {
-	case "Service":
-		err = w.Client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	case "EndpointSlice":
-		err = w.Client.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	default:
-		return fmt.Errorf("unsupported kind %q", kind)
+// drain delivers pending events in order until none is left, including
+// those of writes the consumers make meanwhile. It returns the first write
+// refused for its chain length.
+func (w *World) drain() error {
+	if w.handler != nil {
+		return nil // inside a handler: the outer drain goes on
 	}
-	if err != nil {
-		return err
+	// The loop reads len(w.pending) afresh: handlers' writes append to it.
+	for i := 0; i < len(w.pending); i++ {
+		d := w.pending[i]
+		w.pending[i] = delivery{}
+		w.handler, w.chain = d.sub, d.chain
+		w.deliver(d)
+		w.handler, w.chain = nil, 0
 	}
-	w.noteWrite(kind, [2]string{namespace, name})
-	return w.await()
-}
-
-// await is the barrier: every write yields exactly one informer event, which
-// is handed to the proxy before virtual time moves on.
-func (w *World) await() error {
-	if w.inst == nil {
-		return nil
-	}
-	ev, ok := w.inst.events.pop(w.stop)
-	if !ok {
-		return fmt.Errorf("world closed while waiting for an informer event")
-	}
-	if w.held != nil {
-		w.held.add(ev)
-		return nil
-	}
-	w.deliver(ev)
-	return nil
+	w.pending = w.pending[:0]
+	err := w.chainErr
+	w.chainErr = nil
+	return err
 }
 
 // BreakWatch holds informer deliveries for d: writes still reach the API
-// server, but the proxy hears nothing until the watch is restored, when it
-// gets what a relisting informer delivers: the net change of every object
-// that changed, and a no-op update for every other.
+// server, but the consumers hear nothing until the watch is restored, when
+// each gets what a relisting informer delivers: the net change of every
+// object that changed, and a no-op update for every other.
 func (w *World) BreakWatch(d time.Duration) {
-	if w.held != nil || w.inst == nil {
+	var broken []*subscription
+	for _, s := range w.subs {
+		if s.held == nil && s.inst != nil {
+			s.held = newHeldEvents()
+			broken = append(broken, s)
+		}
+	}
+	if len(broken) == 0 {
 		return
 	}
 	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: fmt.Sprintf("watch broken for %v", d)})
-	w.held = newHeldEvents()
-	held, gen := w.held, w.gen
+	held := make([]*heldEvents, len(broken))
+	for i, s := range broken {
+		held[i] = s.held
+	}
 	w.Clock.AfterFunc(d, func() {
-		if w.held != held || w.gen != gen || w.closed {
+		if w.closed {
 			return
 		}
-		w.held = nil
-		w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "watch restored: relist"})
-		for _, ev := range held.relist(w.inst.snapshot(false)) {
-			w.deliver(ev)
+		restored := false
+		for i, s := range broken {
+			if s.held != held[i] {
+				continue // restarted meanwhile: it listed afresh
+			}
+			s.held = nil
+			if !restored {
+				w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "watch restored: relist"})
+				restored = true
+			}
+			for _, ev := range held[i].relist(s.inst.snapshot(false)) {
+				w.pending = append(w.pending, delivery{sub: s, ev: ev})
+			}
 		}
+		w.keep(w.drain())
 	})
 }
 
-func (w *World) deliver(ev informerEvent) {
-	key := ev.kind + " " + ev.name()
+// deliver hands one event to its consumer and traces it.
+func (w *World) deliver(d delivery) {
+	s, ev := d.sub, d.ev
+	key := ev.kind.name + " " + ev.name()
 	te := trace.Event{Kind: trace.Object, Op: ev.op, Object: key}
 	if ev.resync {
 		te.Kind = trace.Resync
 	}
+	if !s.quiet {
+		te.Detail = "to " + s.name
+	}
 	w.Trace.Add(te)
-	if !ev.resync && !ev.noop() {
-		at, ok := w.written[key]
-		if !ok {
-			at = w.Now()
-		}
-		delete(w.written, key)
-		w.lastChange[key] = change{at: at, runsBefore: len(w.runs)}
-	}
 	var err error
-	switch ev.kind {
-	case "Service":
-		old := asService(ev.old)
-		cur := asService(ev.obj)
-		switch ev.op {
-		case "add":
-			w.Proxier.OnServiceAdd(cur)
-		case "update":
-			w.Proxier.OnServiceUpdate(old, cur)
-		case "delete":
-			w.Proxier.OnServiceDelete(cur)
-		}
-	case "EndpointSlice":
-		old := asSlice(ev.old)
-		cur := asSlice(ev.obj)
-		switch ev.op {
-		case "add":
-			err = w.Proxier.OnEndpointSliceAdd(cur)
-		case "update":
-			err = w.Proxier.OnEndpointSliceUpdate(old, cur)
-		case "delete":
-			err = w.Proxier.OnEndpointSliceDelete(cur)
-		}
+	switch ev.op {
+	case "add":
+		err = s.c.OnAdd(ev.kind.name, asObject(ev.obj))
+	case "update":
+		err = s.c.OnUpdate(ev.kind.name, asObject(ev.old), asObject(ev.obj))
+	case "delete":
+		err = s.c.OnDelete(ev.kind.name, asObject(ev.obj))
 	}
 	if err != nil {
-		w.Trace.Add(trace.Event{Kind: trace.Note, Object: key, Err: err.Error()})
+		e := trace.Event{Kind: trace.Note, Object: key, Err: err.Error()}
+		if !s.quiet {
+			e.Detail = s.name
+		}
+		w.Trace.Add(e)
 	}
-}
-
-type change struct {
-	at         time.Duration
-	runsBefore int
-}
-
-// LastChange reports the instant of the latest API write that changed an
-// object ("Kind namespace/name") and how many syncs had started before the
-// proxy heard of it, so that Runs()[runsBefore] is the first sync that could
-// carry it.
-func (w *World) LastChange(key string) (at time.Duration, runsBefore int, ok bool) {
-	c, ok := w.lastChange[key]
-	return c.at, c.runsBefore, ok
-}
-
-// Runs lists every sync so far: the initial direct one of each proxy start
-// and every runner run.
-func (w *World) Runs() []Run { return append([]Run(nil), w.runs...) }
-
-func (w *World) runStarted(why string) {
-	n := len(w.runs) + 1
-	w.runs = append(w.runs, Run{N: n, Why: why, Start: w.Now(), End: -1})
-	w.Trace.Add(trace.Event{Kind: trace.Start, Why: why, Run: n})
-}
-
-func (w *World) runFinished(err error) {
-	r := &w.runs[len(w.runs)-1]
-	r.End = w.Now()
-	e := trace.Event{Kind: trace.End, Run: r.N}
-	if err != nil {
-		r.Err = err.Error()
-		e.Err = r.Err
-	}
-	w.Trace.Add(e)
-}
-
-// runnerTrace records runner decisions.
-type runnerTrace struct{ w *World }
-
-func (t *runnerTrace) Requested(time.Time) {
-	t.w.Trace.Add(trace.Event{Kind: trace.Request})
-}
-func (t *runnerTrace) Deferred(_ time.Time, why runner.Reason, until time.Time) {
-	e := trace.Event{Kind: trace.Defer, Why: string(why)}
-	if !until.IsZero() {
-		e.Until = t.w.Trace.At(until)
-	}
-	t.w.Trace.Add(e)
-}
-func (t *runnerTrace) Started(_ time.Time, why runner.Reason) { t.w.runStarted(string(why)) }
-func (t *runnerTrace) Finished(_ time.Time, err error)        { t.w.runFinished(err) }
-func (t *runnerTrace) Dropped(_ time.Time, why runner.Reason) {
-	t.w.Trace.Add(trace.Event{Kind: trace.Drop, Why: string(why)})
 }

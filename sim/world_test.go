@@ -47,7 +47,7 @@ func TestInitialSyncWaitsForBothInformers(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w.Run(time.Minute)
+	w.Advance(time.Minute)
 	if got := starts(w); got != "0s initial" {
 		t.Fatalf("runs: %s", got)
 	}
@@ -121,8 +121,12 @@ func TestResyncDeliversNoOpUpdatesThatRequestNoSync(t *testing.T) {
 	w := sim.New(t, sim.Config{Runner: runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: time.Hour}, Backend: be})
 	svcs, slices := fakes.Cluster(2, 3)
 	for i := range svcs {
-		_ = w.Create(svcs[i])
-		_ = w.Create(slices[i])
+		if err := w.Create(svcs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Create(slices[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -146,9 +150,21 @@ func TestRealChangeAfterStartRequestsSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	svcs, slices := fakes.Cluster(1, 2)
-	w.At(5*time.Second, func() { _ = w.Create(svcs[0]) })
-	w.At(5500*time.Millisecond, func() { _ = w.Create(slices[0]) })
-	w.At(10*time.Second, func() { _ = w.Delete("EndpointSlice", "default", slices[0].Name) })
+	w.At(5*time.Second, func() {
+		if err := w.Create(svcs[0]); err != nil {
+			t.Error(err)
+		}
+	})
+	w.At(5500*time.Millisecond, func() {
+		if err := w.Create(slices[0]); err != nil {
+			t.Error(err)
+		}
+	})
+	w.At(10*time.Second, func() {
+		if err := w.Delete("EndpointSlice", "default", slices[0].Name); err != nil {
+			t.Error(err)
+		}
+	})
 	w.RunUntil(20 * time.Second)
 	if got, want := starts(w), "0s initial, 5s request, 6s request, 10s request"; got != want {
 		t.Fatalf("runs:\n got  %s\n want %s", got, want)
@@ -171,8 +187,12 @@ func replay(t *testing.T) []byte {
 	defer w.Close()
 	svcs, slices := fakes.Cluster(5, 3)
 	for i := range svcs {
-		_ = w.Create(svcs[i])
-		_ = w.Create(slices[i])
+		if err := w.Create(svcs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Create(slices[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -182,7 +202,9 @@ func replay(t *testing.T) []byte {
 		w.At(time.Duration(i)*170*time.Millisecond, func() {
 			s := slices[i%5].DeepCopy()
 			s.Endpoints = s.Endpoints[:1+i%3]
-			_ = w.Update(s)
+			if err := w.Update(s); err != nil {
+				t.Error(err)
+			}
 		})
 	}
 	w.RunUntil(3 * time.Minute)
@@ -210,13 +232,21 @@ func TestReplayIsByteIdentical(t *testing.T) {
 func TestNoOpUpdateSendsNoEvent(t *testing.T) {
 	w := sim.New(t, sim.Config{Runner: runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: time.Hour}})
 	svcs, slices := fakes.Cluster(1, 2)
-	_ = w.Create(svcs[0])
-	_ = w.Create(slices[0])
+	if err := w.Create(svcs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Create(slices[0]); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	before := len(kinds(w, trace.Object))
-	w.At(time.Second, func() { _ = w.Update(slices[0]) })
+	w.At(time.Second, func() {
+		if err := w.Update(slices[0]); err != nil {
+			t.Error(err)
+		}
+	})
 	w.RunUntil(2 * time.Second)
 	if n := len(kinds(w, trace.Object)); n != before {
 		t.Fatalf("a no-op update delivered %d events", n-before)

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/proxysim/proxysim/fakes"
@@ -44,7 +45,7 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 		for step := 0; step < 40; step++ {
 			obj, del := randomChange(r)
 			for _, s := range []side{full, partial} {
-				s.w.Run(time.Second)
+				s.w.Advance(time.Second)
 				var err error
 				if del != "" {
 					_, err = s.w.Get(del, [2]string{"default", obj.(metav1.Object).GetName()})
@@ -76,7 +77,7 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 
 // randomChange returns an object to apply, or one to delete (del names its
 // kind).
-func randomChange(r *rand.Rand) (obj any, del string) {
+func randomChange(r *rand.Rand) (obj runtime.Object, del string) {
 	n := r.Intn(4)
 	name := fmt.Sprintf("s%d", n)
 	if r.Intn(3) > 0 {

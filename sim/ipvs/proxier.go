@@ -31,11 +31,11 @@ type Config struct {
 	// sync; a full sync here leaves the kernel exactly as that would, and
 	// partial syncs leave it the same unless something else changed IPVS.
 	FullSyncPeriod time.Duration
-	// FailSyncOnError makes a sync with a failed dataplane operation a
+	// SyncFailsOnError makes a sync with a failed dataplane operation a
 	// failed run, so the runner's retry rules apply. kube-proxy's IPVS
 	// proxier never does this (it logs the failure and reports success); its
 	// iptables and nftables proxiers fail the sync when a restore fails.
-	FailSyncOnError bool
+	SyncFailsOnError bool
 }
 
 // Op is one dataplane operation, reported to an observer.
@@ -171,7 +171,7 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 // the kernel, as kube-proxy's IPVS proxier does on every sync; the others
 // touch only the services that changed, so their cost is proportional to
 // the change. Every failed operation is recorded and the sync carries on;
-// with FailSyncOnError the sync then fails.
+// with SyncFailsOnError the sync then fails.
 func (p *Proxier) Sync(s *proxy.SyncState) error {
 	var errs []error
 	do := func(name, detail string, err error) {
@@ -195,7 +195,7 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 	}
 	p.initialSync = false
 	p.needFull = len(errs) > 0
-	if p.cfg.FailSyncOnError {
+	if p.cfg.SyncFailsOnError {
 		return errors.Join(errs...)
 	}
 	return nil

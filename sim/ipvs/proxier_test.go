@@ -55,8 +55,12 @@ func TestProgramsClusterIPNodePortAndDrainsGracefully(t *testing.T) {
 	svc := fakes.Service("default", "web", "10.96.0.10", 80)
 	svc.Spec.Type = v1.ServiceTypeNodePort
 	svc.Spec.Ports[0].NodePort = 30080
-	_ = w.Create(svc)
-	_ = w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2", "10.244.2.3"))
+	if err := w.Create(svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2", "10.244.2.3")); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,9 @@ TCP  192.168.0.10:30080 rr
 		t.Fatal(err)
 	}
 	w.At(10*time.Second, func() {
-		_ = w.Update(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2"))
+		if err := w.Update(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.1.2")); err != nil {
+			t.Error(err)
+		}
 	})
 	w.RunUntil(11 * time.Second)
 	table, _ = ipvs.Table(h)
@@ -100,20 +106,24 @@ TCP  192.168.0.10:30080 rr
 }
 
 // kube-proxy's IPVS proxier logs a failed operation and reports success;
-// with FailSyncOnError the sync fails, as in the iptables proxier.
+// with SyncFailsOnError the sync fails, as in the iptables proxier.
 func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 	for _, failSync := range []bool{false, true} {
 		faults := &ipvs.Faults{}
 		dp, _, _, _ := fakes.Dataplane("6.1.0")
 		w := sim.New(t, sim.Config{
 			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
-			NewBackend: sim.IPVSBackend(ipvs.Config{FailSyncOnError: failSync}, ipvs.WithFaults(dp, faults)),
+			NewBackend: sim.IPVSBackend(ipvs.Config{SyncFailsOnError: failSync}, ipvs.WithFaults(dp, faults)),
 		})
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
 		faults.FailNext(1)
-		w.At(time.Second, func() { _ = w.Create(fakes.Service("default", "a", "10.96.0.1", 80)) })
+		w.At(time.Second, func() {
+			if err := w.Create(fakes.Service("default", "a", "10.96.0.1", 80)); err != nil {
+				t.Error(err)
+			}
+		})
 		w.RunUntil(5 * time.Second)
 		var opFailed, runFailed bool
 		for _, e := range w.Trace.Events() {
@@ -121,7 +131,7 @@ func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 			runFailed = runFailed || (e.Kind == "run.end" && strings.Contains(e.Err, "injected"))
 		}
 		if !opFailed || runFailed != failSync {
-			t.Fatalf("FailSyncOnError=%v: operation failed %v, run failed %v\n%s", failSync, opFailed, runFailed, w.Trace.JSONL())
+			t.Fatalf("SyncFailsOnError=%v: operation failed %v, run failed %v\n%s", failSync, opFailed, runFailed, w.Trace.JSONL())
 		}
 		if a, _ := dp.Addresses.Addresses(ipvs.DummyDevice); len(a) != 0 {
 			t.Fatalf("address bound although its virtual server failed: %v", a)
@@ -140,8 +150,13 @@ func TestSchedulerAffinityAndLocalFallback(t *testing.T) {
 	svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(300))}}
 	local := v1.ServiceInternalTrafficPolicyLocal
 	svc.Spec.InternalTrafficPolicy = &local
-	_ = w.Create(svc)
-	_ = w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.9.9")) // on no node: not local
+	if err := w.Create(svc); err != nil {
+		t.Fatal(err)
+	}
+	// On no node: not local.
+	if err := w.Create(fakes.EndpointSlice("default", "web-1", "web", 8080, "10.244.9.9")); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

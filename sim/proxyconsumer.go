@@ -1,0 +1,207 @@
+package sim
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/trace"
+)
+
+// proxyConsumer is the node's service proxy as a consumer of the world:
+// proxier (trackers, initialization gating), runner and backend, whatever
+// dataplane the backend programs.
+type proxyConsumer struct {
+	w       *World
+	proxier *proxy.Proxier
+	runner  *runner.Runner
+	backend proxy.Backend
+}
+
+// newProxy builds a fresh proxy: backend, proxier and runner.
+func (w *World) newProxy() (*proxyConsumer, error) {
+	backend := w.cfg.Backend
+	if w.cfg.NewBackend != nil {
+		b, err := w.cfg.NewBackend(w)
+		if err != nil {
+			return nil, err
+		}
+		backend = b
+	}
+	if backend == nil {
+		backend = &RecordingBackend{}
+	}
+	p := &proxyConsumer{w: w, backend: backend}
+	p.proxier = proxy.NewProxier(w.cfg.Family, w.cfg.NodeName, w.cfg.Zone, backend, w.cfg.Endpoints)
+	r, err := runner.New(w.cfg.Runner, w.Clock, p.sync, &runnerTrace{w: w})
+	if err != nil {
+		return nil, err
+	}
+	p.runner = r
+	p.proxier.SetSyncer(r)
+	return p, nil
+}
+
+func (p *proxyConsumer) Name() string    { return "proxy" }
+func (p *proxyConsumer) Kinds() []string { return []string{"Service", "EndpointSlice"} }
+
+// Start starts the runner's loop, before the informers, as kube-proxy does.
+func (p *proxyConsumer) Start() error {
+	p.runner.StartVirtual(p.cost)
+	return nil
+}
+
+func (p *proxyConsumer) Stop() {
+	p.runner.Stop()
+	if s, ok := p.backend.(interface{ Stop() }); ok {
+		s.Stop()
+	}
+}
+
+// sync is the runner's function: one sync of the proxier.
+func (p *proxyConsumer) sync() error {
+	if p != p.w.proxy {
+		return fmt.Errorf("proxy was restarted")
+	}
+	return p.proxier.SyncProxyRules()
+}
+
+func (p *proxyConsumer) cost() time.Duration {
+	s, e := p.proxier.Size()
+	return p.w.cfg.Cost.Cost(s, e)
+}
+
+func (p *proxyConsumer) OnAdd(kind string, obj runtime.Object) error {
+	p.heard(kind, nil, obj)
+	switch o := obj.(type) {
+	case *v1.Service:
+		p.proxier.OnServiceAdd(o)
+	case *discovery.EndpointSlice:
+		return p.proxier.OnEndpointSliceAdd(o)
+	}
+	return nil
+}
+
+func (p *proxyConsumer) OnUpdate(kind string, old, obj runtime.Object) error {
+	p.heard(kind, old, obj)
+	switch o := obj.(type) {
+	case *v1.Service:
+		p.proxier.OnServiceUpdate(old.(*v1.Service), o)
+	case *discovery.EndpointSlice:
+		return p.proxier.OnEndpointSliceUpdate(old.(*discovery.EndpointSlice), o)
+	}
+	return nil
+}
+
+func (p *proxyConsumer) OnDelete(kind string, obj runtime.Object) error {
+	p.heard(kind, nil, obj)
+	switch o := obj.(type) {
+	case *v1.Service:
+		p.proxier.OnServiceDelete(o)
+	case *discovery.EndpointSlice:
+		return p.proxier.OnEndpointSliceDelete(o)
+	}
+	return nil
+}
+
+// OnSynced marks an informer synced. Services come first, so the
+// EndpointSlice notification is the second one, which syncs directly,
+// outside the runner.
+func (p *proxyConsumer) OnSynced(kind string) error {
+	switch kind {
+	case "Service":
+		return p.proxier.OnServicesSynced()
+	case "EndpointSlice":
+		p.w.syncStarted("initial")
+		p.w.syncFinished(p.proxier.OnEndpointSlicesSynced())
+	}
+	return nil
+}
+
+// heard notes when the proxy heard of a real change, for LastChange.
+func (p *proxyConsumer) heard(kind string, old, obj runtime.Object) {
+	if old != nil && reflect.DeepEqual(old, obj) {
+		return // resync, or a relist that found nothing new
+	}
+	m, ok := obj.(Object)
+	if !ok {
+		return
+	}
+	w := p.w
+	key := objectKey(kind, m.GetNamespace(), m.GetName())
+	at, ok := w.written[key]
+	if !ok {
+		at = w.Now()
+	}
+	delete(w.written, key)
+	w.lastChange[key] = change{at: at, syncsBefore: len(w.syncs)}
+}
+
+type change struct {
+	at          time.Duration
+	syncsBefore int
+}
+
+// LastChange reports the instant of the latest API write that changed an
+// object ("Kind namespace/name") and how many syncs had started before the
+// proxy heard of it, so that Syncs()[syncsBefore] is the first sync that
+// could carry it.
+func (w *World) LastChange(key string) (at time.Duration, syncsBefore int, ok bool) {
+	c, ok := w.lastChange[key]
+	return c.at, c.syncsBefore, ok
+}
+
+// SyncRecord is one sync of the proxy, as the world saw it.
+type SyncRecord struct {
+	N     int
+	Why   string
+	Start time.Duration
+	End   time.Duration // -1 while running
+	Err   string
+}
+
+// Syncs lists every sync so far: the initial direct one of each proxy start
+// and every runner run.
+func (w *World) Syncs() []SyncRecord { return append([]SyncRecord(nil), w.syncs...) }
+
+func (w *World) syncStarted(why string) {
+	n := len(w.syncs) + 1
+	w.syncs = append(w.syncs, SyncRecord{N: n, Why: why, Start: w.Now(), End: -1})
+	w.Trace.Add(trace.Event{Kind: trace.Start, Why: why, Run: n})
+}
+
+func (w *World) syncFinished(err error) {
+	r := &w.syncs[len(w.syncs)-1]
+	r.End = w.Now()
+	e := trace.Event{Kind: trace.End, Run: r.N}
+	if err != nil {
+		r.Err = err.Error()
+		e.Err = r.Err
+	}
+	w.Trace.Add(e)
+}
+
+// runnerTrace records runner decisions.
+type runnerTrace struct{ w *World }
+
+func (t *runnerTrace) Requested(time.Time) {
+	t.w.Trace.Add(trace.Event{Kind: trace.Request})
+}
+func (t *runnerTrace) Deferred(_ time.Time, why runner.Reason, until time.Time) {
+	e := trace.Event{Kind: trace.Defer, Why: string(why)}
+	if !until.IsZero() {
+		e.Until = t.w.Trace.At(until)
+	}
+	t.w.Trace.Add(e)
+}
+func (t *runnerTrace) Started(_ time.Time, why runner.Reason) { t.w.syncStarted(string(why)) }
+func (t *runnerTrace) Finished(_ time.Time, err error)        { t.w.syncFinished(err) }
+func (t *runnerTrace) Dropped(_ time.Time, why runner.Reason) {
+	t.w.Trace.Add(trace.Event{Kind: trace.Drop, Why: string(why)})
+}
