@@ -9,6 +9,9 @@ import (
 	"sync"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // A manifest file (a cluster dump of tens of megabytes) is split into its
@@ -101,7 +104,7 @@ func decodeDocument(name string, doc document, i int) parsedDoc {
 	// problem, goes the general way, which knows every node's line.
 	var buf bytes.Buffer
 	if first, ok := fastJSON(doc.data, &buf); ok {
-		if o, ok := decodeFast(name, buf.Bytes(), Pos{Line: doc.line + first, Column: 1, Path: fmt.Sprintf("(document %d)", i)}); ok {
+		if o, ok := decodeFast(name, doc.data, buf.Bytes(), Pos{Line: doc.line + first, Column: 1, Path: fmt.Sprintf("(document %d)", i)}); ok {
 			return parsedDoc{obj: o, ok: true}
 		}
 	}
@@ -297,15 +300,47 @@ func writeString(b *bytes.Buffer, s string) {
 }
 
 // decodeFast decodes a manifest converted by fastJSON; it reports false on
-// any problem, which the general path then locates.
-func decodeFast(file string, data []byte, pos Pos) (Object, bool) {
-	obj, gvk, err := strictDecoder.Decode(data, nil, nil)
+// any problem, which the general path then locates. It decodes into the
+// type its apiVersion and kind name, strictly (unknown and duplicate fields
+// are errors), as the API server's strict decoding does.
+func decodeFast(file string, doc, data []byte, pos Pos) (Object, bool) {
+	gv, kind := topLevel(doc, "apiVersion: "), topLevel(doc, "kind: ")
+	if gv == "" || kind == "" {
+		return Object{}, false
+	}
+	gvk := schema.FromAPIVersionAndKind(gv, kind)
+	obj, err := scheme.Scheme.New(gvk)
 	if err != nil {
 		return Object{}, false
 	}
+	strict, err := sigsjson.UnmarshalStrict(data, obj)
+	if err != nil || len(strict) > 0 {
+		return Object{}, false
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	key, errs, supported := defaultAndValidate(obj)
 	if !supported || len(errs) > 0 {
 		return Object{}, false
 	}
-	return Object{Obj: obj, Kind: gvk.Kind, Key: key, Pos: pos, File: file}, true
+	return Object{Obj: obj, Kind: kind, Key: key, Pos: pos, File: file}, true
+}
+
+// topLevel finds a top-level "key: value" line with a plain value.
+func topLevel(doc []byte, prefix string) string {
+	for rest := doc; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if v, ok := bytes.CutPrefix(line, []byte(prefix)); ok {
+			v = bytes.TrimSpace(v)
+			if len(v) == 0 || bytes.ContainsAny(v, "'\"# ") {
+				return ""
+			}
+			return string(v)
+		}
+	}
+	return ""
 }
