@@ -14,8 +14,20 @@ import (
 // well under 1% of the event budget.
 const (
 	DefaultMaxEvents = 500_000
-	DefaultMaxMemory = 4 << 30 // bytes of live heap
+	DefaultMaxMemory = 3 << 30 // bytes of heap
 )
+
+// GCLimit is the soft memory limit (debug.SetMemoryLimit) a process that
+// replays with memory budget maxMemory should set: the collector then works
+// to keep the heap at half the budget, so garbage never exhausts it, and
+// only live data past that can trip the budget. The CLI sets it; a library
+// caller decides for its own process.
+func GCLimit(maxMemory int64) int64 {
+	if maxMemory <= 0 {
+		maxMemory = DefaultMaxMemory
+	}
+	return maxMemory / 2
+}
 
 const (
 	runnerPeriodic = runner.ReasonPeriodic

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"testing"
@@ -62,6 +63,8 @@ func BenchmarkValidateLarge(b *testing.B) {
 func BenchmarkReplayLargeFirstSync(b *testing.B) {
 	file, _ := writeClusterDump(b, b.TempDir(), 18000, 40)
 	var peak uint64
+	// As the CLI does.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(GCLimit(DefaultMaxMemory)))
 	for range b.N {
 		runtime.GC()
 		stop := watchHeap(&peak)
@@ -69,7 +72,7 @@ func BenchmarkReplayLargeFirstSync(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := Replay(s, Options{})
+		res, err := Replay(s, Options{TraceKeep: 256}) // as the CLI replays
 		stop()
 		if err != nil {
 			b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	var maxMemoryMiB int64
 	budgets := func(o scenarios.Options) scenarios.Options {
 		o.MaxEvents, o.MaxMemory = maxEvents, maxMemoryMiB<<20
+		debug.SetMemoryLimit(scenarios.GCLimit(o.MaxMemory))
 		return o
 	}
 	replay := &cobra.Command{
