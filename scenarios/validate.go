@@ -89,6 +89,9 @@ func validateService(s *v1.Service) field.ErrorList {
 	nodePorts := map[portKey]bool{}
 	for i, p := range s.Spec.Ports {
 		f := spec.Child("ports").Index(i)
+		for _, msg := range validation.IsValidPortNum(int(p.Port)) {
+			errs = append(errs, field.Invalid(f.Child("port"), p.Port, msg))
+		}
 		if len(s.Spec.Ports) > 1 && p.Name == "" {
 			errs = append(errs, field.Required(f.Child("name"), "every port of a multi-port service needs a name"))
 		} else if p.Name != "" {
@@ -99,9 +102,6 @@ func validateService(s *v1.Service) field.ErrorList {
 				errs = append(errs, field.Duplicate(f.Child("name"), p.Name))
 			}
 			names[p.Name] = true
-		}
-		for _, msg := range validation.IsValidPortNum(int(p.Port)) {
-			errs = append(errs, field.Invalid(f.Child("port"), p.Port, msg))
 		}
 		switch p.Protocol {
 		case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
