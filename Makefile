@@ -31,9 +31,11 @@ demo:
 junit:
 	$(GO) test ./e2e -ginkgo.junit-report=$(CURDIR)/junit-e2e.xml
 
-## fuzz: a short run of the scenario loader's fuzzer
+## fuzz: short runs of the loader's, the replay's and the fast manifest reader's fuzzers
 fuzz:
-	$(GO) test ./scenarios -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME)
 
 ## build: a static proxysim (what --dataplane vm needs)
 build:
