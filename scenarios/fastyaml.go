@@ -385,6 +385,9 @@ func numberLike(v []byte) bool {
 	if len(v) >= 2 && v[0] == '0' && bytes.IndexByte([]byte("bBoOxX"), v[1]) >= 0 {
 		return true
 	}
+	if len(v) >= 6 && v[4] == '-' && isDigits(v[:4]) {
+		return true // a timestamp: yaml.v3 turns 2006-1-2 into a time
+	}
 	if v[0] == '.' && len(v) > 1 && (v[1]|0x20) >= 'a' && (v[1]|0x20) <= 'z' {
 		return true // .inf, .nan
 	}
@@ -402,4 +405,13 @@ func numberLike(v []byte) bool {
 		return true
 	}
 	return v[i] == 'e' || v[i] == 'E'
+}
+
+func isDigits(v []byte) bool {
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
