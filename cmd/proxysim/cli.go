@@ -40,7 +40,12 @@ func (e *codedError) Error() string { return e.err.Error() }
 func fail(code int, err error) error { return &codedError{code: code, err: err} }
 
 // run executes the CLI and returns the process exit code.
-func run(args []string, stdout, stderr io.Writer) (code int) {
+func run(args []string, stdout, stderr io.Writer) int {
+	return execute(newRoot(stdout, stderr), args, stdout, stderr)
+}
+
+// execute runs a command tree and maps its outcome to an exit code.
+func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) (code int) {
 	// A panic is proxysim's bug, not bad input: it must not exit 2 (Go's
 	// own exit code for a panic) or bury the message in a stack trace.
 	defer func() {
@@ -49,7 +54,6 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = exitInternal
 		}
 	}()
-	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // Each file under scenarios/testdata/hostile starts with
@@ -214,5 +218,20 @@ func TestReferencesToSpecialFilesAreRefused(t *testing.T) {
 	// The scenario named on the command line gets the same treatment.
 	if code, _, errs := runCLI("validate", filepath.Join(dir, "pipe.yaml")); code != exitInvalid || !strings.Contains(errs, "named pipe") {
 		t.Errorf("a pipe as the scenario: exit %d\n%s", code, errs)
+	}
+}
+
+// A panic is proxysim's own fault: exit 4 and one line, never Go's exit 2
+// and its stack trace.
+func TestPanicExitsFourWithOneLine(t *testing.T) {
+	root := newRoot(io.Discard, io.Discard)
+	root.AddCommand(&cobra.Command{Use: "boom", RunE: func(*cobra.Command, []string) error { panic("index out of range") }})
+	var out, errb bytes.Buffer
+	code := execute(root, []string{"boom"}, &out, &errb)
+	if code != exitInternal {
+		t.Fatalf("exit %d, want %d", code, exitInternal)
+	}
+	if got := errb.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "internal error") || strings.Contains(got, "goroutine") {
+		t.Fatalf("stderr:\n%s", got)
 	}
 }
