@@ -15,6 +15,13 @@ import (
 // that locates a problem's line.
 // It returns the index of the document's first content line.
 func fastJSON(doc []byte, out *bytes.Buffer) (first int, ok bool) {
+	for _, c := range doc {
+		// Control characters are yaml.v3's to refuse, and anything beyond
+		// ASCII its to check as UTF-8.
+		if c < 0x20 && c != '\n' && c != '\r' || c >= 0x7f {
+			return 0, false
+		}
+	}
 	p := fastParser{out: out}
 	for _, l := range bytes.Split(doc, []byte("\n")) {
 		p.lines = append(p.lines, bytes.TrimRight(l, "\r"))
