@@ -225,11 +225,21 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 }
 
 // advanceTo moves virtual time one event at a time, re-evaluating pending
-// "within" expectations after each.
+// "within" expectations after each. Time stops at every pending deadline, so
+// that an expectation is judged there and not after a later event.
 func (r *replayer) advanceTo(t time.Duration) {
 	start := r.w.Config().Start
 	for {
+		next := start.Add(t)
 		at, ok := r.w.Clock.Pending()
+		if ok && !at.After(next) {
+			next = at
+		}
+		if d, ok := r.firstDeadline(); ok && start.Add(d).Before(next) {
+			r.w.RunUntil(d)
+			r.evalPending()
+			continue
+		}
 		if !ok || at.After(start.Add(t)) {
 			break
 		}
@@ -238,6 +248,17 @@ func (r *replayer) advanceTo(t time.Duration) {
 	}
 	r.w.RunUntil(t)
 	r.evalPending()
+}
+
+// firstDeadline is the earliest deadline of a pending "within" expectation.
+func (r *replayer) firstDeadline() (time.Duration, bool) {
+	var first time.Duration
+	for i, p := range r.pending {
+		if i == 0 || p.deadline < first {
+			first = p.deadline
+		}
+	}
+	return first, len(r.pending) > 0
 }
 
 func (r *replayer) evalPending() {

@@ -1,0 +1,116 @@
+package scenarios
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every file under testdata/features is a scenario that exercises one or
+// more features of the format and must pass.
+func TestFeatureScenariosPass(t *testing.T) {
+	files, _ := filepath.Glob("testdata/features/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no scenarios under testdata/features")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			res := replayFile(t, f)
+			if res.Checks == 0 {
+				t.Fatal("a scenario that checks nothing proves nothing")
+			}
+			if !res.Passed() {
+				t.Fatal(failureText(res.Failures))
+			}
+		})
+	}
+}
+
+// Every file under testdata/failing declares, in "# want-fail: LINE WHAT at
+// INSTANT" comments, each expectation that must fail: the line it is
+// written on, what it checks (as Failure.What) and the virtual instant of
+// the failure. The replay must fail exactly there and nowhere else. These
+// expectations are wrong only because the feature they watch works: each
+// has a passing twin under testdata/features or in the library.
+func TestFailingScenariosFailExactlyWhereDeclared(t *testing.T) {
+	files, _ := filepath.Glob("testdata/failing/*.yaml")
+	if len(files) < 2 {
+		t.Fatalf("only %d failing scenarios", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			want := wantFailures(t, f)
+			res := replayFile(t, f)
+			var got []string
+			for _, fl := range res.Failures {
+				got = append(got, fmt.Sprintf("%d %s at %v", fl.Pos.Line, fl.What, fl.At))
+			}
+			sort.Strings(got)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("failures differ\n got:\n  %s\n want:\n  %s\ndetails:\n%s",
+					strings.Join(got, "\n  "), strings.Join(want, "\n  "), failureText(res.Failures))
+			}
+		})
+	}
+}
+
+func replayFile(t *testing.T, file string) *Result {
+	t.Helper()
+	s, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Replay(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func failureText(fs []Failure) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, "%s (%s)\n  expected: %s\n  got:      %s\n", f, f.What, f.Expected, f.Got)
+	}
+	return b.String()
+}
+
+// wantFailures reads a file's "# want-fail: LINE WHAT at INSTANT" comments,
+// normalised and sorted.
+func wantFailures(t *testing.T, file string) []string {
+	t.Helper()
+	fh, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var want []string
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "# want-fail:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 4 || f[2] != "at" {
+			t.Fatalf("%s: %q: want '# want-fail: LINE WHAT at INSTANT'", file, sc.Text())
+		}
+		line, err1 := strconv.Atoi(f[0])
+		at, err2 := time.ParseDuration(f[3])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: %q: bad line or instant", file, sc.Text())
+		}
+		want = append(want, fmt.Sprintf("%d %s at %v", line, f[1], at))
+	}
+	if len(want) == 0 {
+		t.Fatalf("%s declares no '# want-fail:' line", file)
+	}
+	sort.Strings(want)
+	return want
+}
