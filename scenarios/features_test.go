@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // Every file under testdata/features is a scenario that exercises one or
@@ -114,3 +116,42 @@ func wantFailures(t *testing.T, file string) []string {
 	sort.Strings(want)
 	return want
 }
+
+// A resync changes nothing a scenario can check, by design; the trace shows
+// it. configSyncPeriod 2m gives one resync of each object at 2m and 4m; 0
+// turns resync off; unset leaves kube-proxy's 15m.
+func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
+	s, err := Load("testdata/features/config-sync-period.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resyncs := func(s *Scenario) string {
+		res, err := Replay(s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range res.Trace.Events() {
+			if e.Kind == trace.Resync {
+				got = append(got, fmt.Sprintf("%v %s", time.Duration(e.At), e.Object))
+			}
+		}
+		return strings.Join(got, ", ")
+	}
+	want := "2m0s Service default/web, 2m0s EndpointSlice default/web-abc, 4m0s Service default/web, 4m0s EndpointSlice default/web-abc"
+	if got := resyncs(s); got != want {
+		t.Errorf("configSyncPeriod 2m: resyncs\n got  %s\n want %s", got, want)
+	}
+	zero := Duration(0)
+	s.Proxy.ConfigSyncPeriod = &zero
+	if got := resyncs(s); got != "" {
+		t.Errorf("configSyncPeriod 0: want no resync, got %s", got)
+	}
+	s.Proxy.ConfigSyncPeriod = nil
+	s.Timeline[0].At = ptr(Duration(16 * time.Minute))
+	if got, want := resyncs(s), "15m0s Service default/web, 15m0s EndpointSlice default/web-abc"; got != want {
+		t.Errorf("configSyncPeriod unset: resyncs\n got  %s\n want %s", got, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
