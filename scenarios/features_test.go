@@ -119,7 +119,7 @@ func wantFailures(t *testing.T, file string) []string {
 
 // A resync changes nothing a scenario can check, by design; the trace shows
 // it. configSyncPeriod 2m gives one resync of each object at 2m and 4m; 0
-// turns resync off; unset leaves kube-proxy's 15m.
+// turns resync off (checked past 15m, the default); unset leaves 15m.
 func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
 	s, err := Load("testdata/features/config-sync-period.yaml")
 	if err != nil {
@@ -142,13 +142,12 @@ func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
 	if got := resyncs(s); got != want {
 		t.Errorf("configSyncPeriod 2m: resyncs\n got  %s\n want %s", got, want)
 	}
-	zero := Duration(0)
-	s.Proxy.ConfigSyncPeriod = &zero
+	s.Proxy.ConfigSyncPeriod = ptr(Duration(0))
+	s.Timeline[0].At = ptr(Duration(16 * time.Minute))
 	if got := resyncs(s); got != "" {
 		t.Errorf("configSyncPeriod 0: want no resync, got %s", got)
 	}
 	s.Proxy.ConfigSyncPeriod = nil
-	s.Timeline[0].At = ptr(Duration(16 * time.Minute))
 	if got, want := resyncs(s), "15m0s Service default/web, 15m0s EndpointSlice default/web-abc"; got != want {
 		t.Errorf("configSyncPeriod unset: resyncs\n got  %s\n want %s", got, want)
 	}
