@@ -251,12 +251,22 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 }
 
 // advanceTo moves virtual time one event at a time, re-evaluating pending
-// "within" expectations after each.
+// "within" expectations after each. Time stops at every pending deadline, so
+// that an expectation is judged there and not after a later event.
 // It stops with a *BudgetError when the replay passes its budget.
 func (r *replayer) advanceTo(t time.Duration) error {
 	start := r.w.Config().Start
 	for {
+		next := start.Add(t)
 		at, ok := r.w.Clock.Pending()
+		if ok && !at.After(next) {
+			next = at
+		}
+		if d, ok := r.firstDeadline(); ok && start.Add(d).Before(next) {
+			r.w.RunUntil(d)
+			r.evalPending()
+			continue
+		}
 		if !ok || at.After(start.Add(t)) {
 			break
 		}
@@ -272,6 +282,17 @@ func (r *replayer) advanceTo(t time.Duration) error {
 	r.w.RunUntil(t)
 	r.evalPending()
 	return r.w.Trace.Err()
+}
+
+// firstDeadline is the earliest deadline of a pending "within" expectation.
+func (r *replayer) firstDeadline() (time.Duration, bool) {
+	var first time.Duration
+	for i, p := range r.pending {
+		if i == 0 || p.deadline < first {
+			first = p.deadline
+		}
+	}
+	return first, len(r.pending) > 0
 }
 
 func (r *replayer) evalPending() {
