@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"k8s.io/utils/clock"
+
 	"bufio"
 	"errors"
 	"fmt"
@@ -64,9 +66,8 @@ var backends = []string{"10.244.1.2", "10.244.2.2"}
 const vip = "10.96.0.10"
 
 func fakeKUT() *kut {
-	dp, h, s, _ := fakes.Dataplane("6.1.0")
 	clk := vclock.New(vclock.Epoch)
-	h.SetClock(clk)
+	dp, h, s, _ := fakes.Dataplane("6.1.0", clk)
 	return &kut{
 		name: "fake", dp: dp, traffic: h, clk: clk,
 		wait: clk.Advance,
@@ -416,7 +417,7 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 
 // netnsDataplane replays a scenario on this kernel, in a fresh node
 // namespace; the wiring lives with the suites, as netns knows no scenarios.
-func netnsDataplane(*scenarios.Scenario) (*scenarios.Env, error) {
+func netnsDataplane(*scenarios.Scenario, clock.PassiveClock) (*scenarios.Env, error) {
 	node, err := netns.NewNode()
 	if err != nil {
 		return nil, err

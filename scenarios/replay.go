@@ -18,6 +18,7 @@ import (
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
+	"github.com/proxysim/proxysim/sim/vclock"
 )
 
 // Env is the dataplane a replay programs.
@@ -26,20 +27,18 @@ type Env struct {
 	Dataplane ipvs.Dataplane
 	// Traffic opens client connections; nil means connect steps cannot run.
 	Traffic ipvs.Traffic
-	// AttachClock, if set, receives the world's clock (the fake's connection
-	// model runs on it).
-	AttachClock func(clock.PassiveClock)
 	// Close releases the dataplane.
 	Close func() error
 }
 
-// DataplaneFactory builds a fresh dataplane for one replay.
-type DataplaneFactory func(s *Scenario) (*Env, error)
+// DataplaneFactory builds a fresh dataplane for one replay, on the world's
+// clock.
+type DataplaneFactory func(s *Scenario, clk clock.PassiveClock) (*Env, error)
 
 // FakeDataplane is the built-in in-memory dataplane.
-func FakeDataplane(s *Scenario) (*Env, error) {
-	dp, h, _, _ := fakes.Dataplane(s.Proxy.Kernel)
-	return &Env{Name: "fake", Dataplane: dp, Traffic: h, AttachClock: h.SetClock, Close: func() error { return nil }}, nil
+func FakeDataplane(s *Scenario, clk clock.PassiveClock) (*Env, error) {
+	dp, h, _, _ := fakes.Dataplane(s.Proxy.Kernel, clk)
+	return &Env{Name: "fake", Dataplane: dp, Traffic: h, Close: func() error { return nil }}, nil
 }
 
 // Options tune a replay.
@@ -159,7 +158,8 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	if opts.ContextLines == 0 {
 		opts.ContextLines = 12
 	}
-	env, err := opts.Dataplane(s)
+	clk := vclock.New(vclock.Epoch)
+	env, err := opts.Dataplane(s, clk)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +175,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	cfg := sim.Config{
 		Runner: RunnerConfig(p),
+		Clock:  clk,
 		// Node hints arrived with PreferSameTrafficDistribution, on from
 		// v1.34: the release that also brought the cooldown runner.
 		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: RunnerConfig(p).Generation == runner.Burst},
@@ -207,9 +208,6 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 			r.dataplaneAt = append(r.dataplaneAt, time.Duration(e.At))
 		}
 	})
-	if env.AttachClock != nil {
-		env.AttachClock(w.Clock)
-	}
 	r.res = &Result{Scenario: s, Env: env.Name, Trace: w.Trace}
 	for _, o := range s.Initial {
 		if err := w.Create(o.Obj); err != nil {

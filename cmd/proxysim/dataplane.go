@@ -1,6 +1,8 @@
 package main
 
 import (
+	"k8s.io/utils/clock"
+
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
 )
@@ -8,7 +10,7 @@ import (
 // netnsDataplane is a scenarios.DataplaneFactory for this kernel: a fresh
 // node namespace per replay, removed afterwards. It is wired here, not in
 // netns, so the kernel package never depends on the scenario format.
-func netnsDataplane(*scenarios.Scenario) (*scenarios.Env, error) {
+func netnsDataplane(*scenarios.Scenario, clock.PassiveClock) (*scenarios.Env, error) {
 	node, err := netns.NewNode()
 	if err != nil {
 		return nil, err
