@@ -5,6 +5,11 @@
 //
 // Loading never runs anything: a file with any problem is rejected whole,
 // with every problem reported as file:line:column: field.path: message.
+//
+// The core names no proxy mode: a mode (its proxy fields, steps,
+// expectations, goldens and dataplanes) plugs in with RegisterMode, and a
+// program imports the modes it replays (IPVS: scenarios/ipvsmode). It must
+// not import a mode, fakes or the kernel packages.
 package scenarios
 
 import (

@@ -122,8 +122,12 @@ type opsFault struct {
 }
 
 func (f *opsFault) Validate(v *scenarios.Validator) {
-	if f.DataplaneOps < 0 {
+	switch {
+	case f.DataplaneOps < 0:
 		v.Errorf(f.Src.At("dataplaneOps"), "must not be negative")
+	case f.DataplaneOps == 0:
+		// A fault of no operations would inject nothing: a typo, not a story.
+		v.Errorf(f.Src.At("dataplaneOps"), "want at least 1 failing operation (or leave dataplaneOps out)")
 	}
 }
 
