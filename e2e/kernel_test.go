@@ -17,6 +17,7 @@ import (
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/ipvsmode"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
@@ -64,9 +65,8 @@ var backends = []string{"10.244.1.2", "10.244.2.2"}
 const vip = "10.96.0.10"
 
 func fakeKUT() *kut {
-	dp, h, s, _ := fakes.Dataplane("6.1.0")
 	clk := vclock.New(vclock.Epoch)
-	h.SetClock(clk)
+	dp, h, s, _ := fakes.Dataplane("6.1.0", clk)
 	return &kut{
 		name: "fake", dp: dp, traffic: h, clk: clk,
 		wait: clk.Advance,
@@ -404,7 +404,7 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 		It("programs the kernel as the fake for "+name, func() {
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
-			if !hasIPVSGolden(s) || hasTraffic(s) {
+			if !ipvsmode.HasGolden(s) || ipvsmode.HasTraffic(s) {
 				Skip("no IPVS golden, or client connections (fake dataplane only)")
 			}
 			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: netnsDataplane})
@@ -414,33 +414,15 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 	}
 })
 
-// netnsDataplane replays a scenario on this kernel, in a fresh node
+// netnsDataplane replays an IPVS scenario on this kernel, in a fresh node
 // namespace; the wiring lives with the suites, as netns knows no scenarios.
-func netnsDataplane(*scenarios.Scenario) (*scenarios.Env, error) {
+var netnsDataplane = ipvsmode.OnKernel(func() (ipvs.Dataplane, func() error, error) {
 	node, err := netns.NewNode()
 	if err != nil {
-		return nil, err
+		return ipvs.Dataplane{}, nil, err
 	}
-	return &scenarios.Env{Name: "netns, kernel " + node.Dataplane.KernelVersion, Dataplane: node.Dataplane, Close: node.Close}, nil
-}
-
-func hasIPVSGolden(s *scenarios.Scenario) bool {
-	for _, st := range s.Timeline {
-		if st.Expect != nil && (st.Expect.IPVS != nil || st.Expect.IPVSFile != "") {
-			return true
-		}
-	}
-	return false
-}
-
-func hasTraffic(s *scenarios.Scenario) bool {
-	for _, st := range s.Timeline {
-		if st.Connect != nil || st.Close != nil {
-			return true
-		}
-	}
-	return false
-}
+	return node.Dataplane, node.Close, nil
+})
 
 // TestLeakHelper is not a test: run by the sweeper spec as a child process,
 // it builds a topology and waits to be killed, as a run killed mid-way would.

@@ -2,26 +2,20 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/proxysim/proxysim/scenarios"
-	"github.com/proxysim/proxysim/sim/trace"
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode" // the IPVS mode, the default
 )
 
 // describe renders a result's failures the way the CLI does, so that a
 // failing spec says what was expected, what happened and when.
 func describe(res *scenarios.Result) string {
 	var b strings.Builder
-	for _, f := range res.Failures {
-		fmt.Fprintf(&b, "%s\n  expected: %s\n  got:      %s\n", f, f.Expected, f.Got)
-		for _, e := range f.Context {
-			b.WriteString("    " + trace.Line(e) + "\n")
-		}
-	}
+	scenarios.Report(&b, res, false)
 	return b.String()
 }
 

@@ -90,13 +90,6 @@ func NewIPVS(kernel string, s ipvs.Sysctl, clk clock.PassiveClock) *IPVS {
 	}
 }
 
-// SetClock gives the model its time source (the world's virtual clock).
-func (f *IPVS) SetClock(clk clock.PassiveClock) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.clock = clk
-}
-
 func (f *IPVS) now() time.Time {
 	if f.clock == nil {
 		return time.Time{}

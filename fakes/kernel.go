@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 
+	"k8s.io/utils/clock"
+
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
@@ -114,9 +116,10 @@ func (d *Dummy) Unbind(dev, addr string) error {
 	return nil
 }
 
-// Dataplane returns a complete fake IPVS dataplane for a kernel version.
-func Dataplane(kernel string) (ipvs.Dataplane, *IPVS, *Sysctls, *Dummy) {
+// Dataplane returns a complete fake IPVS dataplane for a kernel version,
+// whose connections age on clk (the world's clock; nil: they never expire).
+func Dataplane(kernel string, clk clock.PassiveClock) (ipvs.Dataplane, *IPVS, *Sysctls, *Dummy) {
 	s, d := NewSysctls(kernel), NewDummy()
-	h := NewIPVS(kernel, s, nil)
+	h := NewIPVS(kernel, s, clk)
 	return ipvs.Dataplane{IPVS: h, Addresses: d, Sysctl: s, KernelVersion: kernel}, h, s, d
 }

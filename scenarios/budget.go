@@ -131,8 +131,11 @@ func (r *replayer) likelyCause() string {
 		return fmt.Sprintf("failed syncs retried every %v (proxy.retryInterval, line %d)", RunnerConfig(p).RetryInterval, p.Src.At("retryInterval").Line)
 	case n > 0:
 		for i, st := range r.s.Timeline {
-			if c := st.Churn; c != nil && strings.HasSuffix(top, "/"+c.Name) {
-				return fmt.Sprintf("the churn at line %d (timeline[%d]): %d changes of %s every %v", c.Src.Line, i, c.Count, top, c.Every)
+			for _, a := range st.Actions {
+				if cs, ok := a.(*churnStep); ok && cs.Churn != nil && strings.HasSuffix(top, "/"+cs.Churn.Name) {
+					c := cs.Churn
+					return fmt.Sprintf("the churn at line %d (timeline[%d]): %d changes of %s every %v", c.Src.Line, i, c.Count, top, c.Every)
+				}
 			}
 		}
 		return "changes to " + top

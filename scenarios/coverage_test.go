@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // scenarioFeatures are the features of the format that every scenario set
@@ -19,65 +21,83 @@ var scenarioFeatures = []string{
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
 }
 
-// featuresOf lists the features a scenario uses.
+// featuresOf lists the features a scenario uses, read from the keys its
+// file sets (so that it holds for every mode's own keys too).
 func featuresOf(s *Scenario) map[string]bool {
 	used := map[string]bool{}
-	set := func(name string, on bool) {
-		if on {
-			used[name] = true
+	var doc yaml.Node
+	if err := yaml.Unmarshal(s.source, &doc); err != nil || len(doc.Content) == 0 {
+		return used
+	}
+	get := func(n *yaml.Node, key string) *yaml.Node {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
+			}
+		}
+		return nil
+	}
+	keys := func(n *yaml.Node) []string {
+		var out []string
+		if n != nil && n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				out = append(out, n.Content[i].Value)
+			}
+		}
+		return out
+	}
+	root := doc.Content[0]
+	proxy := get(root, "proxy")
+	for _, k := range keys(get(proxy, "syncCost")) {
+		used["syncCost."+k] = true
+	}
+	for _, k := range []string{"configSyncPeriod", "retryInterval"} {
+		if get(proxy, k) != nil {
+			used[k] = true
 		}
 	}
-	p := s.Proxy
-	set("syncCost.fixed", p.SyncCost.Fixed != 0)
-	set("syncCost.perService", p.SyncCost.PerService != 0)
-	set("syncCost.perEndpoint", p.SyncCost.PerEndpoint != 0)
-	set("configSyncPeriod", p.ConfigSyncPeriod != nil)
-	set("retryInterval", p.RetryInterval != nil)
-	for _, st := range s.Timeline {
-		set("apply", st.Apply != nil)
-		set("update", st.Update != nil)
-		set("delete", st.Delete != nil)
-		set("patch.merge", st.Patch != nil && st.Patch.Merge != nil)
-		set("patch.endpoint", st.Patch != nil && st.Patch.Endpoint != "")
-		set("churn", st.Churn != nil)
-		set("restart", st.Restart)
-		set("fault.dataplaneOps", st.Fault != nil && st.Fault.DataplaneOps > 0)
-		set("fault.watchBreak", st.Fault != nil && st.Fault.WatchBreak != nil)
-		set("connect", st.Connect != nil)
-		set("close", st.Close != nil)
-		e := st.Expect
-		if e == nil {
-			continue
+	timeline := get(root, "timeline")
+	if timeline == nil {
+		return used
+	}
+	for _, st := range timeline.Content {
+		for _, k := range keys(st) {
+			switch k {
+			case "apply", "update", "delete", "churn", "connect", "close":
+				used[k] = true
+			case "restart":
+				used[k] = get(st, k).Value == "true"
+			case "patch":
+				for _, pk := range keys(get(st, k)) {
+					if pk == "merge" || pk == "endpoint" {
+						used["patch."+pk] = true
+					}
+				}
+			case "fault":
+				for _, fk := range keys(get(st, k)) {
+					used["fault."+fk] = true
+				}
+			}
 		}
-		set("within", e.Within != nil)
-		if sy := e.Syncs; sy != nil {
-			set("syncs.count", sy.Count != nil)
-			set("syncs.atLeast", sy.AtLeast != nil)
-			set("syncs.atMost", sy.AtMost != nil)
-			set("syncs.at", sy.At != nil)
-			set("syncs.between", sy.Between != nil)
-		}
-		if c := e.DataplaneOps; c != nil {
-			set("dataplaneOps.count", c.Count != nil)
-			set("dataplaneOps.atLeast", c.AtLeast != nil)
-			set("dataplaneOps.atMost", c.AtMost != nil)
-			set("dataplaneOps.between", c.Between != nil)
-		}
-		if l := e.Latency; l != nil {
-			set("latency.exact", l.Exact != nil)
-			set("latency.max", l.Max != nil)
-		}
-		set("ipvs", e.IPVS != nil)
-		set("ipvsFile", e.IPVSFile != "")
-		set("draining", e.Draining != nil)
-		set("addresses", e.Addresses != nil)
-		set("sysctls", len(e.Sysctls) > 0)
-		for _, c := range e.Connections {
-			set("connections.result", c.Result != "")
-			set("connections.server", c.Server != "")
-			set("connections.state", c.State != "")
-			set("connections.latencyAtLeast", c.LatencyAtLeast != nil)
-			set("connections.latencyAtMost", c.LatencyAtMost != nil)
+		e := get(st, "expect")
+		for _, k := range keys(e) {
+			switch k {
+			case "syncs", "dataplaneOps", "latency":
+				for _, sk := range keys(get(e, k)) {
+					used[k+"."+sk] = true
+				}
+			case "connections":
+				for _, c := range keys(get(e, k)) {
+					for _, ck := range keys(get(get(e, k), c)) {
+						used["connections."+ck] = true
+					}
+				}
+			default:
+				used[k] = true
+			}
 		}
 	}
 	return used

@@ -99,6 +99,9 @@ type decoder struct {
 	file     string
 	problems Problems
 	visited  int
+	// mode is the scenario's mode, found before decoding (its parts decide
+	// which keys exist); nil when proxy.mode names no registered mode.
+	mode Mode
 }
 
 // maxNodes bounds the work one document may cause, aliases included (a
@@ -179,6 +182,10 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	if v.CanAddr() {
+		if pd, ok := v.Addr().Interface().(partsDecoder); ok {
+			pd.decodeParts(d, n, path)
+			return
+		}
 		if nd, ok := v.Addr().Interface().(nodeDecoder); ok {
 			if err := nd.decodeNode(n); err != nil {
 				d.add(n, path, "%v", err)
@@ -255,35 +262,44 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 }
 
 func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
+	d.decodeMapping(n, path, []reflect.Value{v}, false)
+}
+
+// decodeMapping fills several structs from one mapping: each key goes to
+// the struct with a field of that yaml tag (a mapping whose keys are spread
+// over the core and a mode's parts). Every struct with a `Src Src` field
+// receives the mapping's positions. A key no struct has is reported unless
+// tolerate is set. present says which structs received at least one key.
+func (d *decoder) decodeMapping(n *yaml.Node, path string, targets []reflect.Value, tolerate bool) (present []bool) {
+	present = make([]bool, len(targets))
 	if n.Kind != yaml.MappingNode {
 		d.add(n, path, "want a mapping, got a %s", kindName(n))
-		return
+		return present
 	}
-	t := v.Type()
-	fields := map[string]int{}
+	type fieldAt struct{ target, index int }
+	fields := map[string]fieldAt{}
 	var names []string
-	srcField := -1
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if f.Type == srcType {
-			srcField = i
-			continue
+	for ti, v := range targets {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" {
+				continue
+			}
+			fields[tag] = fieldAt{ti, i}
+			names = append(names, tag)
 		}
-		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
-		}
-		fields[tag] = i
-		names = append(names, tag)
 	}
 	src := Src{Line: n.Line, Column: n.Column, Path: path, Keys: map[string]Pos{}}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		p := join(path, k.Value)
-		idx, ok := fields[k.Value]
+		f, ok := fields[k.Value]
 		if !ok {
-			d.add(k, p, "unknown field %q%s", k.Value, suggest(k.Value, names))
+			if !tolerate {
+				d.add(k, p, "unknown field %q%s", k.Value, suggest(k.Value, names))
+			}
 			continue
 		}
 		if seen[k.Value] {
@@ -291,12 +307,18 @@ func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
 			continue
 		}
 		seen[k.Value] = true
+		present[f.target] = true
 		src.Keys[k.Value] = Pos{Line: val.Line, Column: val.Column, Path: p}
-		d.decode(val, p, v.Field(idx))
+		d.decode(val, p, targets[f.target].Field(f.index))
 	}
-	if srcField >= 0 {
-		v.Field(srcField).Set(reflect.ValueOf(src))
+	for _, v := range targets {
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).Type == srcType {
+				v.Field(i).Set(reflect.ValueOf(src))
+			}
+		}
 	}
+	return present
 }
 
 // suggest names the closest known field, for typos.

@@ -7,9 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"net"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -17,10 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/runner"
 )
 
@@ -92,6 +90,7 @@ func parse(file string, data []byte, dir folder, base string) (*Scenario, error)
 		d.problems = append(d.problems, *p)
 	}
 	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base}
+	d.mode, _ = modeOf(&doc)
 	d.decode(&doc, "", reflectValue(s))
 	// Validate even a file that did not decode cleanly, so that every
 	// problem is reported at once.
@@ -123,32 +122,28 @@ func lineKey(line int) int {
 // Kinds of objects a scenario may name.
 var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true}
 
-// SupportedSchedulers are the IPVS schedulers the fake dataplane models.
-var SupportedSchedulers = map[string]bool{"rr": true, "wrr": true, "sh": true}
-
 func (d *decoder) validate(s *Scenario) {
 	if strings.TrimSpace(s.Name) == "" {
 		d.addAt(s.Src.At("name"), "required: a scenario name")
 	}
+	// state is every object as it is at this point of the timeline, so that
+	// patches and churn are checked against what they will change.
+	v := &Validator{d: d, s: s, known: map[string]bool{}, state: map[string]runtime.Object{}, scratch: map[any]any{}}
 	if s.Proxy.Src.Line == 0 {
 		if !d.has("proxy") {
 			d.addAt(s.Src.At("proxy"), "required: the proxy under test (at least its version)")
 		}
 	} else {
-		d.validateProxy(&s.Proxy)
+		d.validateProxy(v, &s.Proxy)
 	}
 
-	known := map[string]bool{}
-	// state is every object as it is at this point of the timeline, so that
-	// patches and churn are checked against what they will change.
-	state := map[string]runtime.Object{}
 	for i := range s.Objects {
 		for _, o := range d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i)) {
-			if known[o.Key] {
+			if v.known[o.Key] {
 				d.addAt(o.Pos, "%s is defined twice", o.Key)
 			}
-			known[o.Key] = true
-			state[o.Key] = o.Obj
+			v.known[o.Key] = true
+			v.state[o.Key] = o.Obj
 			s.Initial = append(s.Initial, o)
 		}
 	}
@@ -156,11 +151,10 @@ func (d *decoder) validate(s *Scenario) {
 		d.addAt(s.Src.At("timeline"), "required: at least one step")
 	}
 	var last Duration
-	conns := map[string]bool{}  // open now
-	opened := map[string]bool{} // ever opened
 	for i := range s.Timeline {
 		st := &s.Timeline[i]
 		p := fmt.Sprintf("timeline[%d]", i)
+		v.at, v.path = st.At, p
 		if st.At == nil {
 			d.addAt(st.Src.At("at"), "required: the step's virtual instant, such as 1.5s")
 		} else {
@@ -169,119 +163,19 @@ func (d *decoder) validate(s *Scenario) {
 			}
 			last = *st.At
 		}
-		actions := 0
-		for _, on := range []bool{st.Apply != nil, st.Update != nil, st.Patch != nil, st.Churn != nil, st.Delete != nil, st.Restart, st.Fault != nil, st.Connect != nil, st.Close != nil} {
-			if on {
-				actions++
-			}
+		if len(st.Actions) > 1 {
+			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "a step takes one action (%s); split it into steps at the same instant", orList(d.actionKeys()))
 		}
-		if actions > 1 {
-			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "a step takes one action (apply, update, patch, churn, delete, restart, fault, connect or close); split it into steps at the same instant")
-		}
-		if actions == 0 && st.Expect == nil && st.Note == "" {
+		if len(st.Actions) == 0 && st.Expect == nil && st.Note == "" {
 			d.addAt(Pos{st.Src.Line, st.Src.Column, p}, "empty step: give an action, an expect or a note")
 		}
-		for _, which := range []struct {
-			n      *yaml.Node
-			key    string
-			update bool
-		}{{st.Apply, "apply", false}, {st.Update, "update", true}} {
-			if which.n == nil {
-				continue
-			}
-			for _, o := range d.objectsOf(s, which.n, join(p, which.key)) {
-				if which.update && !known[o.Key] {
-					d.addAt(o.Pos, "update of %s, which does not exist at this point (use apply to create)", o.Key)
-				}
-				known[o.Key] = true
-				state[o.Key] = o.Obj
-				st.objects = append(st.objects, o)
-			}
-		}
-		if pt := st.Patch; pt != nil {
-			d.validateRef(pt.Kind, pt.Namespace, pt.Name, pt.Src, known)
-			switch {
-			case pt.Merge == nil && pt.Endpoint == "":
-				d.addAt(pt.Src.At("merge"), "a patch needs merge (a strategic merge patch) or endpoint and conditions")
-			case pt.Merge != nil && pt.Endpoint != "":
-				d.addAt(pt.Src.At("endpoint"), "give merge or endpoint, not both")
-			case pt.Endpoint != "":
-				if pt.Kind != "EndpointSlice" {
-					d.addAt(pt.Src.At("endpoint"), "endpoint patches apply to EndpointSlices, not %s", pt.Kind)
-				}
-				if net.ParseIP(pt.Endpoint) == nil {
-					d.addAt(pt.Src.At("endpoint"), "%q is not an IP address", pt.Endpoint)
-				}
-				if pt.Conditions == nil {
-					d.addAt(pt.Src.At("conditions"), "required: the conditions to set")
-				}
-				if sl, ok := state[KeyOf(pt.Kind, pt.Namespace, pt.Name)].(*discovery.EndpointSlice); ok && !hasEndpoint(sl, pt.Endpoint) {
-					d.addAt(pt.Src.At("endpoint"), "%s has no endpoint %s at this point", KeyOf(pt.Kind, pt.Namespace, pt.Name), pt.Endpoint)
-				}
-			default:
-				d.validateMerge(pt, p, state)
-			}
-		}
-		if c := st.Churn; c != nil {
-			d.validateRef("EndpointSlice", c.Namespace, c.Name, c.Src, known)
-			if net.ParseIP(c.Endpoint) == nil {
-				d.addAt(c.Src.At("endpoint"), "%q is not an IP address", c.Endpoint)
-			} else if sl, ok := state[KeyOf("EndpointSlice", c.Namespace, c.Name)].(*discovery.EndpointSlice); ok && !hasEndpoint(sl, c.Endpoint) {
-				d.addAt(c.Src.At("endpoint"), "%s has no endpoint %s at this point", KeyOf("EndpointSlice", c.Namespace, c.Name), c.Endpoint)
-			}
-			if c.Count < 1 {
-				d.addAt(c.Src.At("count"), "want at least 1 change")
-			}
-			if c.Every <= 0 {
-				d.addAt(c.Src.At("every"), "want a positive interval")
-			} else if c.Count > 0 && st.At != nil {
-				if _, ok := churnEnd(*st.At, c.Count, c.Every); !ok {
-					d.addAt(c.Src.At("count"), "the last of %d changes every %v after %v would pass the largest instant proxysim can represent (%v)", c.Count, c.Every, st.At, time.Duration(math.MaxInt64))
-				}
-			}
-		}
-		if del := st.Delete; del != nil {
-			d.validateRef(del.Kind, del.Namespace, del.Name, del.Src, known)
-			delete(known, KeyOf(del.Kind, del.Namespace, del.Name))
-			delete(state, KeyOf(del.Kind, del.Namespace, del.Name))
-		}
-		if f := st.Fault; f != nil {
-			if f.DataplaneOps < 0 {
-				d.addAt(f.Src.At("dataplaneOps"), "must not be negative")
-			}
-			if f.DataplaneOps == 0 && f.WatchBreak == nil {
-				d.addAt(Pos{f.Src.Line, f.Src.Column, f.Src.Path}, "a fault needs dataplaneOps or watchBreak")
-			}
-		}
-		if c := st.Connect; c != nil {
-			if c.Name == "" {
-				d.addAt(c.Src.At("name"), "required: a connection name")
-			} else if conns[c.Name] {
-				d.addAt(c.Src.At("name"), "connection %q is already open", c.Name)
-			}
-			conns[c.Name] = true
-			opened[c.Name] = true
-			for _, f := range []struct{ key, val string }{{"client", c.Client}, {"service", c.Service}} {
-				if _, _, err := splitHostPort(f.val); err != nil {
-					d.addAt(c.Src.At(f.key), "%v", err)
-				}
-			}
-			switch c.Protocol {
-			case "":
-				c.Protocol = "TCP"
-			case "TCP", "UDP":
-			default:
-				d.addAt(c.Src.At("protocol"), "want TCP or UDP, got %q", c.Protocol)
-			}
-		}
-		if c := st.Close; c != nil {
-			if !conns[c.Name] {
-				d.addAt(c.Src.At("name"), "no open connection named %q", c.Name)
-			}
-			delete(conns, c.Name)
+		for _, a := range st.Actions {
+			a.Validate(v)
 		}
 		if e := st.Expect; e != nil {
-			d.validateExpect(s, e, known, opened)
+			for _, c := range e.Checks {
+				c.Validate(v)
+			}
 			if e.Within != nil && st.At != nil {
 				if _, ok := addInstant(*st.At, *e.Within); !ok {
 					d.addAt(e.Src.At("within"), "%v after %v would pass the largest instant proxysim can represent (%v)", e.Within, st.At, time.Duration(math.MaxInt64))
@@ -291,16 +185,21 @@ func (d *decoder) validate(s *Scenario) {
 	}
 }
 
-func splitHostPort(s string) (string, uint16, error) {
-	h, p, err := net.SplitHostPort(s)
-	if err != nil || net.ParseIP(h) == nil {
-		return "", 0, fmt.Errorf("want ip:port, got %q", s)
+// actionKeys names every action a step may take, for messages.
+func (d *decoder) actionKeys() []string {
+	var out []string
+	for _, k := range d.actionKinds() {
+		out = append(out, keysOf(reflect.TypeOf(k()))...)
 	}
-	n, err := strconv.ParseUint(p, 10, 16)
-	if err != nil || n == 0 {
-		return "", 0, fmt.Errorf("want ip:port with a port 1-65535, got %q", s)
+	return out
+}
+
+// orList writes "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
 	}
-	return h, uint16(n), nil
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 func (d *decoder) validateRef(kind, namespace, name string, src Src, known map[string]bool) {
@@ -317,14 +216,23 @@ func (d *decoder) validateRef(kind, namespace, name string, src Src, known map[s
 	}
 }
 
-func (d *decoder) validateProxy(p *Proxy) {
-	switch p.Mode {
-	case "", "ipvs":
-		p.Mode = "ipvs"
-	case "iptables", "nftables":
-		d.addAt(p.Src.At("mode"), "mode %q is not modelled yet; use ipvs", p.Mode)
+// kubeProxyModes are kube-proxy's own modes: one proxysim has no package
+// for is reported as not modelled rather than unknown.
+var kubeProxyModes = map[string]bool{"iptables": true, "nftables": true}
+
+// validateProxy checks the fields every mode shares, then hands the mode
+// its own.
+func (d *decoder) validateProxy(v *Validator, p *Proxy) {
+	m, ok := LookupMode(p.Mode)
+	switch {
+	case ok:
+		p.Mode = m.Name()
+	case p.Mode == "":
+		d.addAt(p.Src.At("mode"), "no proxy mode is registered (import a mode package, such as scenarios/ipvsmode)")
+	case kubeProxyModes[p.Mode]:
+		d.addAt(p.Src.At("mode"), "mode %q is not modelled yet; use %s", p.Mode, orList(ModeNames()))
 	default:
-		d.addAt(p.Src.At("mode"), "unknown mode %q (want ipvs)", p.Mode)
+		d.addAt(p.Src.At("mode"), "unknown mode %q (want %s)", p.Mode, orList(ModeNames()))
 	}
 	if p.Version == "" {
 		d.addAt(p.Src.At("version"), "required: the kube-proxy version, such as v1.33.0 (burst runner) or v1.34.0 (cooldown runner)")
@@ -337,82 +245,12 @@ func (d *decoder) validateProxy(p *Proxy) {
 	if p.MinSyncPeriod != nil && p.SyncPeriod != nil && p.SyncPeriod.D() < p.MinSyncPeriod.D() {
 		d.addAt(p.Src.At("syncPeriod"), "syncPeriod %v is shorter than minSyncPeriod %v", p.SyncPeriod, p.MinSyncPeriod)
 	}
-	for i, ip := range p.NodeIPs {
-		if net.ParseIP(ip) == nil {
-			d.addAt(Pos{p.Src.At("nodeIPs").Line, p.Src.At("nodeIPs").Column, fmt.Sprintf("proxy.nodeIPs[%d]", i)}, "%q is not an IP address", ip)
-		}
-	}
-	if p.Kernel == "" {
-		p.Kernel = "6.1.0"
-	} else if _, err := ipvs.ParseKernelVersion(p.Kernel); err != nil {
-		d.addAt(p.Src.At("kernel"), "%v", err)
-	}
-	if p.Scheduler == "" {
-		p.Scheduler = ipvs.DefaultScheduler
-	} else if !SupportedSchedulers[p.Scheduler] {
-		d.addAt(p.Src.At("scheduler"), "scheduler %q is not modelled (want rr, wrr or sh)", p.Scheduler)
-	}
 	if p.NodeName == "" {
 		p.NodeName = "node-a"
 	}
-}
-
-func (d *decoder) validateExpect(s *Scenario, e *Expect, known, opened map[string]bool) {
-	if sy := e.Syncs; sy != nil {
-		d.validateWindow(sy.Between, sy.Src)
-		d.validateCounts(sy.Src, map[string]*int{"count": sy.Count, "atLeast": sy.AtLeast, "atMost": sy.AtMost})
-		if sy.Count == nil && sy.AtLeast == nil && sy.AtMost == nil && sy.At == nil {
-			d.addAt(Pos{sy.Src.Line, sy.Src.Column, sy.Src.Path}, "say what to expect: count, atLeast, atMost or at")
-		}
+	if p.Settings != nil {
+		p.Settings.Validate(v)
 	}
-	if c := e.DataplaneOps; c != nil {
-		d.validateWindow(c.Between, c.Src)
-		d.validateCounts(c.Src, map[string]*int{"count": c.Count, "atLeast": c.AtLeast, "atMost": c.AtMost})
-		if c.Count == nil && c.AtLeast == nil && c.AtMost == nil {
-			d.addAt(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "say what to expect: count, atLeast or atMost")
-		}
-	}
-	if e.IPVS != nil && e.IPVSFile != "" {
-		d.addAt(e.Src.At("ipvsFile"), "give ipvs or ipvsFile, not both")
-	}
-	if e.IPVSFile != "" {
-		if err := s.folder.check(e.IPVSFile); err != nil {
-			d.addAt(e.Src.At("ipvsFile"), "%v", err)
-		}
-	}
-	for name := range e.Sysctls {
-		if !knownSysctls[name] {
-			d.addAt(e.Src.At("sysctls"), "unknown sysctl %q (known: %s)", name, strings.Join(sortedKeys(knownSysctls), ", "))
-		}
-	}
-	if l := e.Latency; l != nil {
-		if !known[l.Object] {
-			d.addAt(l.Src.At("object"), "no object %q at this point (write \"Kind namespace/name\")", l.Object)
-		}
-		if l.Max == nil && l.Exact == nil {
-			d.addAt(Pos{l.Src.Line, l.Src.Column, l.Src.Path}, "say max or exact")
-		}
-	}
-	for _, name := range sortedConnNames(e.Connections) {
-		c := e.Connections[name]
-		if !opened[name] {
-			d.addAt(e.Src.At("connections"), "no connection named %q has been opened", name)
-		}
-		if c.Server != "" {
-			if _, _, err := splitHostPort(c.Server); err != nil {
-				d.addAt(c.Src.At("server"), "%v", err)
-			}
-		}
-	}
-}
-
-func sortedConnNames(m map[string]ConnExpect) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // validateCounts refuses negative counts: no count of events can be below 0.
@@ -447,12 +285,6 @@ func (d *decoder) validateWindow(between []Duration, src Src) {
 	} else if len(between) == 2 && between[1] < between[0] {
 		d.addAt(src.At("between"), "window ends (%v) before it starts (%v)", between[1], between[0])
 	}
-}
-
-var knownSysctls = map[string]bool{
-	ipvs.SysctlConntrack: true, ipvs.SysctlConnReuseMode: true, ipvs.SysctlExpireNodestConn: true,
-	ipvs.SysctlExpireQuiescentTemplate: true, ipvs.SysctlIPForward: true, ipvs.SysctlArpIgnore: true,
-	ipvs.SysctlArpAnnounce: true,
 }
 
 func sortedKeys(m map[string]bool) []string {

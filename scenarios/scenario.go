@@ -5,6 +5,11 @@
 //
 // Loading never runs anything: a file with any problem is rejected whole,
 // with every problem reported as file:line:column: field.path: message.
+//
+// The core names no proxy mode: a mode (its proxy fields, steps,
+// expectations, goldens and dataplanes) plugs in with RegisterMode, and a
+// program imports the modes it replays (IPVS: scenarios/ipvsmode). It must
+// not import a mode, fakes or the kernel packages.
 package scenarios
 
 import (
@@ -34,34 +39,26 @@ type Scenario struct {
 	base    string // the scenario's own name in folder ("" if parsed from memory)
 }
 
-// Proxy is the proxy under test.
+// Proxy is the proxy under test: the fields every mode shares, and the
+// mode's own (Settings).
 type Proxy struct {
-	Mode             string       `yaml:"mode"`
-	Version          string       `yaml:"version"`
-	MinSyncPeriod    *Duration    `yaml:"minSyncPeriod"`
-	SyncPeriod       *Duration    `yaml:"syncPeriod"`
-	RetryInterval    *Duration    `yaml:"retryInterval"`
-	ConfigSyncPeriod *Duration    `yaml:"configSyncPeriod"`
-	NodeName         string       `yaml:"nodeName"`
-	NodeIPs          []string     `yaml:"nodeIPs"`
-	Zone             string       `yaml:"zone"`
-	StrictARP        bool         `yaml:"strictARP"`
-	Scheduler        string       `yaml:"scheduler"`
-	IPVSTimeouts     IPVSTimeouts `yaml:"ipvsTimeouts"`
-	Kernel           string       `yaml:"kernel"`
-	SyncCost         SyncCost     `yaml:"syncCost"`
+	Mode             string    `yaml:"mode"`
+	Version          string    `yaml:"version"`
+	MinSyncPeriod    *Duration `yaml:"minSyncPeriod"`
+	SyncPeriod       *Duration `yaml:"syncPeriod"`
+	RetryInterval    *Duration `yaml:"retryInterval"`
+	ConfigSyncPeriod *Duration `yaml:"configSyncPeriod"`
+	NodeName         string    `yaml:"nodeName"`
+	Zone             string    `yaml:"zone"`
+	SyncCost         SyncCost  `yaml:"syncCost"`
 	// SyncFailsOnError makes a failed dataplane operation fail the sync (as
 	// kube-proxy's iptables and nftables proxiers do); kube-proxy's IPVS
 	// proxier only logs it.
 	SyncFailsOnError bool `yaml:"syncFailsOnError"`
 	Src              Src
-}
-
-// IPVSTimeouts are ipvsadm --set's timeouts; zero leaves the kernel's.
-type IPVSTimeouts struct {
-	TCP    Duration `yaml:"tcp"`
-	TCPFin Duration `yaml:"tcpFin"`
-	UDP    Duration `yaml:"udp"`
+	// Settings are the mode's own fields, decoded from the same mapping;
+	// nil when the mode is unknown.
+	Settings Settings
 }
 
 // SyncCost is how long each sync takes in virtual time.
@@ -74,21 +71,13 @@ type SyncCost struct {
 // Step is one instant of the timeline: at most one action, and optionally
 // expectations checked right after it.
 type Step struct {
-	At      *Duration  `yaml:"at"`
-	Note    string     `yaml:"note"`
-	Apply   *yaml.Node `yaml:"apply"`
-	Update  *yaml.Node `yaml:"update"`
-	Patch   *Patch     `yaml:"patch"`
-	Delete  *ObjectRef `yaml:"delete"`
-	Restart bool       `yaml:"restart"`
-	Fault   *Fault     `yaml:"fault"`
-	Churn   *Churn     `yaml:"churn"`
-	Connect *Connect   `yaml:"connect"`
-	Close   *CloseConn `yaml:"close"`
-	Expect  *Expect    `yaml:"expect"`
-	Src     Src
-
-	objects []Object // decoded apply/update manifests
+	At     *Duration `yaml:"at"`
+	Note   string    `yaml:"note"`
+	Expect *Expect   `yaml:"expect"`
+	Src    Src
+	// Actions are the step's actions, core and the mode's, in the order
+	// they run; a valid step has at most one.
+	Actions []Action
 }
 
 // ObjectRef names an object.
@@ -129,46 +118,25 @@ type Churn struct {
 	Src       Src
 }
 
-// Fault injects a failure.
+// Fault injects a failure: a broken watch, or a mode's own faults (its
+// Parts, which run first).
 type Fault struct {
-	// DataplaneOps makes the next N dataplane write operations fail.
-	DataplaneOps int `yaml:"dataplaneOps"`
 	// WatchBreak holds informer deliveries for this long, then delivers a
 	// relist: the net change of every object, as a re-listing informer would.
 	WatchBreak *Duration `yaml:"watchBreak"`
 	Src        Src
-}
-
-// Connect opens a client connection through the dataplane.
-type Connect struct {
-	Name     string `yaml:"name"`
-	Client   string `yaml:"client"`  // ip:port of the client
-	Service  string `yaml:"service"` // virtual ip:port
-	Protocol string `yaml:"protocol"`
-	Src      Src
-}
-
-// CloseConn closes a connection opened by Connect.
-type CloseConn struct {
-	Name string `yaml:"name"`
-	Src  Src
+	Parts      []Action
+	keys       []string // the mode's fault keys, for messages
 }
 
 // Expect is what must be true at a step. With Within, it must become true at
 // some instant up to that long after the step.
 type Expect struct {
-	Within      *Duration             `yaml:"within"`
-	Syncs       *SyncExpect           `yaml:"syncs"`
-	IPVS        *string               `yaml:"ipvs"`
-	IPVSFile    string                `yaml:"ipvsFile"`
-	Sysctls     map[string]int        `yaml:"sysctls"`
-	Addresses   *[]string             `yaml:"addresses"`
-	Latency     *LatencyExpect        `yaml:"latency"`
-	Draining    *[]string             `yaml:"draining"`
-	Connections map[string]ConnExpect `yaml:"connections"`
-	// DataplaneOps counts dataplane write operations (sysctls included).
-	DataplaneOps *CountExpect `yaml:"dataplaneOps"`
-	Src          Src
+	Within *Duration `yaml:"within"`
+	Src    Src
+	// Checks are the expectations given, core and the mode's, in the order
+	// they are checked.
+	Checks []Expectation
 }
 
 // CountExpect counts events, optionally only within a window [from, to].
@@ -200,17 +168,6 @@ type LatencyExpect struct {
 	Src    Src
 }
 
-// ConnExpect is what must be true of one connection: how its connect went
-// and what IPVS now holds for it.
-type ConnExpect struct {
-	Result         string    `yaml:"result"` // connected, refused or timeout
-	LatencyAtLeast *Duration `yaml:"latencyAtLeast"`
-	LatencyAtMost  *Duration `yaml:"latencyAtMost"`
-	Server         string    `yaml:"server"` // real server ip:port it is bound to
-	State          string    `yaml:"state"`  // ESTABLISHED, TIME_WAIT, UDP, GONE, ...
-	Src            Src
-}
-
 // Length is when the timeline's last step happens.
 func (s *Scenario) Length() time.Duration {
 	var end time.Duration
@@ -219,9 +176,11 @@ func (s *Scenario) Length() time.Duration {
 			end = st.At.D()
 		}
 		// Load refused every sum that would overflow.
-		if c := st.Churn; c != nil && st.At != nil {
-			if e, ok := churnEnd(*st.At, c.Count, c.Every); ok && e.D() > end {
-				end = e.D()
+		for _, a := range st.Actions {
+			if c, ok := a.(*churnStep); ok && c.Churn != nil && st.At != nil {
+				if e, ok := churnEnd(*st.At, c.Churn.Count, c.Churn.Every); ok && e.D() > end {
+					end = e.D()
+				}
 			}
 		}
 		if st.Expect != nil && st.Expect.Within != nil && st.At != nil {

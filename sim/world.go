@@ -64,8 +64,13 @@ type Config struct {
 	// exist, and again at every restart (see IPVSBackend); it wins over
 	// Backend.
 	NewBackend func(w *World) (proxy.Backend, error)
-	// Start is the virtual instant the world starts at (default vclock.Epoch).
+	// Start is the virtual instant the world starts at (default vclock.Epoch,
+	// or Clock's time).
 	Start time.Time
+	// Clock, if set, is the world's clock: made first, so that what the
+	// backend programs (a fake kernel's connection model) can be built on it.
+	// It must read Start.
+	Clock *vclock.Clock
 	// Endpoints tunes endpoint conversion (node hints, by kube-proxy version).
 	Endpoints proxy.EndpointSliceTrackerOptions
 }
@@ -165,12 +170,21 @@ func NewWorld(cfg Config) (*World, error) {
 	}
 	if cfg.Start.IsZero() {
 		cfg.Start = vclock.Epoch
+		if cfg.Clock != nil {
+			cfg.Start = cfg.Clock.Now()
+		}
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = vclock.New(cfg.Start)
+	} else if !clk.Now().Equal(cfg.Start) {
+		return nil, fmt.Errorf("sim: Config.Clock reads %v, not the world's start %v", clk.Now(), cfg.Start)
 	}
 	if err := cfg.Runner.Validate(); err != nil {
 		return nil, err
 	}
 	w := &World{
-		Clock: vclock.New(cfg.Start),
+		Clock: clk,
 		// The plain tracker: the field-managed one of NewClientset rebuilds a
 		// REST mapper on every write, which dominates a replay's cost.
 		client:     fake.NewSimpleClientset(),

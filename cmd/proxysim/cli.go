@@ -12,13 +12,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
-	"github.com/proxysim/proxysim/sim/trace"
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode" // the IPVS mode, the default
 )
 
 // Exit codes.
@@ -113,7 +112,6 @@ or memory budget, 4 an internal error of proxysim.`,
 			}
 			code := exitPass
 			for _, s := range list {
-				startWall := time.Now()
 				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})
 				if !verbose {
 					opts.TraceKeep = traceTail
@@ -124,7 +122,7 @@ or memory budget, 4 an internal error of proxysim.`,
 					code = max(code, exitCannotRun)
 					continue
 				}
-				printResult(stdout, res, time.Since(startWall), verbose)
+				scenarios.Report(stdout, res, verbose)
 				if !res.Passed() {
 					code = max(code, exitFail)
 				}
@@ -303,7 +301,7 @@ func prepare(dataplane string, args []string) (scenarios.DataplaneFactory, []*sc
 func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 	switch name {
 	case "fake", "":
-		return scenarios.FakeDataplane, nil
+		return nil, nil // the scenario's mode's own fake
 	case "netns":
 		return netnsDataplane, nil
 	}
@@ -356,82 +354,4 @@ func firstLine(s string) string {
 		return s[:i+1]
 	}
 	return s
-}
-
-func printResult(w io.Writer, res *scenarios.Result, wall time.Duration, verbose bool) {
-	s := res.Scenario
-	status := "PASS"
-	if !res.Passed() {
-		status = "FAIL"
-	}
-	fmt.Fprintf(w, "%s %s (%s, %s, %v virtual in %v, %s dataplane)\n",
-		status, s.Name, plural(res.Checks, "check"), plural(len(res.Runs), "sync"), s.Length(), wall.Round(time.Millisecond), res.Env)
-	for _, u := range res.Updated {
-		fmt.Fprintf(w, "  updated %s\n", u)
-	}
-	if verbose {
-		for _, e := range res.Trace.Events() {
-			fmt.Fprintln(w, "  "+trace.Line(e))
-		}
-	}
-	for _, f := range res.Failures {
-		fmt.Fprintf(w, "  %s:%d:%d: %s, at %v\n", f.File, f.Pos.Line, f.Pos.Column, f.Pos.Path, f.At)
-		if strings.Contains(f.Expected, "\n") || strings.Contains(f.Got, "\n") {
-			fmt.Fprintln(w, "    table differs (- expected, + got):")
-			for _, l := range lineDiff(f.Expected, f.Got) {
-				fmt.Fprintln(w, "    "+l)
-			}
-		} else {
-			fmt.Fprintf(w, "    expected: %s\n    got:      %s\n", f.Expected, f.Got)
-		}
-		fmt.Fprintln(w, "    trace leading to it:")
-		for _, e := range f.Context {
-			fmt.Fprintln(w, "    "+trace.Line(e))
-		}
-	}
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
-}
-
-// lineDiff is a minimal line diff (longest common subsequence), enough to
-// show how two ipvsadm tables differ.
-func lineDiff(a, b string) []string {
-	x := strings.Split(strings.TrimRight(a, "\n"), "\n")
-	y := strings.Split(strings.TrimRight(b, "\n"), "\n")
-	n, m := len(x), len(y)
-	lcs := make([][]int, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int, m+1)
-	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if strings.TrimRight(x[i], " ") == strings.TrimRight(y[j], " ") {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var out []string
-	i, j := 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && strings.TrimRight(x[i], " ") == strings.TrimRight(y[j], " "):
-			out = append(out, "  "+x[i])
-			i++
-			j++
-		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
-			out = append(out, "- "+x[i])
-			i++
-		default:
-			out = append(out, "+ "+y[j])
-			j++
-		}
-	}
-	return out
 }

@@ -2,16 +2,17 @@ package main
 
 import (
 	"github.com/proxysim/proxysim/netns"
-	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
-// netnsDataplane is a scenarios.DataplaneFactory for this kernel: a fresh
-// node namespace per replay, removed afterwards. It is wired here, not in
-// netns, so the kernel package never depends on the scenario format.
-func netnsDataplane(*scenarios.Scenario) (*scenarios.Env, error) {
+// netnsDataplane replays IPVS scenarios on this kernel: a fresh node
+// namespace per replay, removed afterwards. It is wired here, not in netns,
+// so the kernel package never depends on the scenario format.
+var netnsDataplane = ipvsmode.OnKernel(func() (ipvs.Dataplane, func() error, error) {
 	node, err := netns.NewNode()
 	if err != nil {
-		return nil, err
+		return ipvs.Dataplane{}, nil, err
 	}
-	return &scenarios.Env{Name: "netns, kernel " + node.Dataplane.KernelVersion, Dataplane: node.Dataplane, Close: node.Close}, nil
-}
+	return node.Dataplane, node.Close, nil
+})

@@ -16,8 +16,8 @@ import (
 // benchmarks measure the sync itself.
 func benchProxier(b *testing.B, n, perService int, full time.Duration) (*proxy.Proxier, *vclock.Clock) {
 	b.Helper()
-	dp, _, _, _ := fakes.Dataplane("6.1.0")
 	clk := vclock.New(vclock.Epoch)
+	dp, _, _, _ := fakes.Dataplane("6.1.0", clk)
 	backend, err := ipvs.New(ipvs.Config{FullSyncPeriod: full}, dp, clk, nil)
 	if err != nil {
 		b.Fatal(err)

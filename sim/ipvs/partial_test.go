@@ -15,6 +15,7 @@ import (
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/vclock"
 )
 
 // Partial syncs must leave the kernel exactly as full syncs (kube-proxy's way)
@@ -30,9 +31,11 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 			addr *fakes.Dummy
 		}
 		mk := func(full time.Duration) side {
-			dp, h, _, d := fakes.Dataplane("6.1.0")
+			clk := vclock.New(vclock.Epoch)
+			dp, h, _, d := fakes.Dataplane("6.1.0", clk)
 			w := sim.New(t, sim.Config{
 				Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: 0, MaxInterval: time.Hour},
+				Clock:      clk,
 				NodeName:   "node-a",
 				NewBackend: sim.IPVSBackend(ipvs.Config{NodeIPs: []string{"192.168.0.10"}, FullSyncPeriod: full}, dp),
 			})

@@ -12,12 +12,15 @@ import (
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/vclock"
 )
 
 func world(t *testing.T, kernel string, cfg ipvs.Config) (*sim.World, *fakes.IPVS, *fakes.Sysctls, *fakes.Dummy) {
-	dp, h, s, d := fakes.Dataplane(kernel)
+	clk := vclock.New(vclock.Epoch)
+	dp, h, s, d := fakes.Dataplane(kernel, clk)
 	w := sim.New(t, sim.Config{
 		Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
+		Clock:      clk,
 		NewBackend: sim.IPVSBackend(cfg, dp),
 	})
 	return w, h, s, d
@@ -110,9 +113,11 @@ TCP  192.168.0.10:30080 rr
 func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 	for _, failSync := range []bool{false, true} {
 		faults := &ipvs.Faults{}
-		dp, _, _, _ := fakes.Dataplane("6.1.0")
+		clk := vclock.New(vclock.Epoch)
+		dp, _, _, _ := fakes.Dataplane("6.1.0", clk)
 		w := sim.New(t, sim.Config{
 			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
+			Clock:      clk,
 			NewBackend: sim.IPVSBackend(ipvs.Config{SyncFailsOnError: failSync}, ipvs.WithFaults(dp, faults)),
 		})
 		if err := w.Start(); err != nil {

@@ -1,0 +1,43 @@
+package scenarios
+
+import "fmt"
+
+// opsExpect counts dataplane write operations (sysctls included), as the
+// trace records them whatever the mode.
+type opsExpect struct {
+	DataplaneOps *CountExpect `yaml:"dataplaneOps"`
+}
+
+func (e *opsExpect) Validate(v *Validator) {
+	c, d := e.DataplaneOps, v.d
+	if c == nil {
+		return
+	}
+	d.validateWindow(c.Between, c.Src)
+	d.validateCounts(c.Src, map[string]*int{"count": c.Count, "atLeast": c.AtLeast, "atMost": c.AtMost})
+	if c.Count == nil && c.AtLeast == nil && c.AtMost == nil {
+		d.addAt(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "say what to expect: count, atLeast or atMost")
+	}
+}
+
+func (e *opsExpect) Check(r *Run) {
+	c := e.DataplaneOps
+	if c == nil {
+		return
+	}
+	n := 0
+	for _, at := range r.r.dataplaneAt {
+		if len(c.Between) == 2 && (at < c.Between[0].D() || at > c.Between[1].D()) {
+			continue
+		}
+		n++
+	}
+	switch {
+	case c.Count != nil && n != *c.Count:
+		r.Fail(c.Src.At("count"), "dataplaneOps.count", fmt.Sprint(*c.Count), fmt.Sprint(n))
+	case c.AtLeast != nil && n < *c.AtLeast:
+		r.Fail(c.Src.At("atLeast"), "dataplaneOps.atLeast", fmt.Sprintf("at least %d", *c.AtLeast), fmt.Sprint(n))
+	case c.AtMost != nil && n > *c.AtMost:
+		r.Fail(c.Src.At("atMost"), "dataplaneOps.atMost", fmt.Sprintf("at most %d", *c.AtMost), fmt.Sprint(n))
+	}
+}

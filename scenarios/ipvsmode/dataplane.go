@@ -1,0 +1,77 @@
+package ipvsmode
+
+import (
+	"k8s.io/utils/clock"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/proxy"
+)
+
+// Dataplane is one replay's IPVS: the proxier's configuration, the dataplane
+// it programs (with injectable faults), and the connections the scenario
+// opened.
+type Dataplane struct {
+	name    string
+	cfg     ipvs.Config
+	raw     ipvs.Dataplane // what expectations read
+	faulty  ipvs.Dataplane // what the proxier programs
+	faults  *ipvs.Faults
+	traffic ipvs.Traffic // nil: connect steps cannot run here
+	conns   map[string]ipvs.ConnectResult
+	close   func() error
+}
+
+var _ scenarios.Dataplane = (*Dataplane)(nil)
+
+func newDataplane(name string, set *Settings, failSync bool, dp ipvs.Dataplane, traffic ipvs.Traffic, close func() error) *Dataplane {
+	faults := &ipvs.Faults{}
+	return &Dataplane{
+		name: name,
+		cfg: ipvs.Config{
+			Scheduler:        set.Scheduler,
+			StrictARP:        set.StrictARP,
+			Timeouts:         ipvs.Timeouts{TCP: set.IPVSTimeouts.TCP.D(), TCPFin: set.IPVSTimeouts.TCPFin.D(), UDP: set.IPVSTimeouts.UDP.D()},
+			NodeIPs:          set.NodeIPs,
+			SyncFailsOnError: failSync,
+		},
+		raw: dp, faulty: ipvs.WithFaults(dp, faults), faults: faults,
+		traffic: traffic, conns: map[string]ipvs.ConnectResult{}, close: close,
+	}
+}
+
+func (d *Dataplane) Name() string { return d.name }
+
+// NewBackend builds an IPVS proxier over the dataplane, at start and at
+// every restart.
+func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
+	return sim.IPVSBackend(d.cfg, d.faulty)(w)
+}
+
+// Snapshot is the IPVS table as `ipvsadm -Ln` shows it, sorted.
+func (d *Dataplane) Snapshot() (string, error) { return ipvs.Table(d.raw.IPVS) }
+
+func (d *Dataplane) Close() error { return d.close() }
+
+// OnKernel binds the mode to a real kernel: open returns a fresh IPVS
+// dataplane (a network namespace, say) and how to release it. The caller
+// wires it to netns, which knows nothing of scenarios.
+func OnKernel(open func() (dp ipvs.Dataplane, close func() error, err error)) scenarios.DataplaneFactory {
+	return func(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+		set, err := settingsOf(s)
+		if err != nil {
+			return nil, err
+		}
+		dp, closeFn, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return newDataplane("netns, kernel "+dp.KernelVersion, set, s.Proxy.SyncFailsOnError, dp, nil, closeFn), nil
+	}
+}
+
+func dataplaneOf(r *scenarios.Run) *Dataplane {
+	d, _ := r.Dataplane().(*Dataplane)
+	return d
+}

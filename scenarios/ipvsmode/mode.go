@@ -1,0 +1,131 @@
+// Package ipvsmode is the IPVS proxy mode of the scenario format: its proxy
+// settings (scheduler, strictARP, ipvsTimeouts, kernel, nodeIPs), its golden
+// (`ipvs:` / `ipvsFile:`, an `ipvsadm -Ln` table), its expectations
+// (sysctls, addresses, draining, connections), its steps (connect, close,
+// fault.dataplaneOps) and its dataplanes: the in-memory fake, and OnKernel
+// for a real one. Importing it registers the mode, as the default.
+//
+// It must not import netns: a real-kernel binding is wired by the caller
+// (cmd, e2e), so that the kernel packages never depend on scenarios.
+package ipvsmode
+
+import (
+	"fmt"
+	"net"
+	"sort"
+
+	"k8s.io/utils/clock"
+
+	"github.com/proxysim/proxysim/fakes"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim/ipvs"
+)
+
+// Name is the mode's name in proxy.mode.
+const Name = "ipvs"
+
+func init() { scenarios.RegisterDefaultMode(Mode{}) }
+
+// Mode is the IPVS mode.
+type Mode struct{}
+
+func (Mode) Name() string { return Name }
+
+func (Mode) NewSettings() scenarios.Settings { return &Settings{} }
+
+func (Mode) Actions() []func() scenarios.Action {
+	return []func() scenarios.Action{
+		func() scenarios.Action { return &connectStep{} },
+		func() scenarios.Action { return &closeStep{} },
+	}
+}
+
+func (Mode) Faults() []func() scenarios.Action {
+	return []func() scenarios.Action{func() scenarios.Action { return &opsFault{} }}
+}
+
+func (Mode) Expectations() []func() scenarios.Expectation {
+	return []func() scenarios.Expectation{
+		func() scenarios.Expectation { return &tableExpect{} },
+		func() scenarios.Expectation { return &sysctlsExpect{} },
+		func() scenarios.Expectation { return &addressesExpect{} },
+		func() scenarios.Expectation { return &drainingExpect{} },
+		func() scenarios.Expectation { return &connectionsExpect{} },
+	}
+}
+
+// Fake is the in-memory IPVS of fakes/, for the scenario's kernel, on the
+// world's clock.
+func (Mode) Fake(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+	set, err := settingsOf(s)
+	if err != nil {
+		return nil, err
+	}
+	dp, h, _, _ := fakes.Dataplane(set.Kernel, clk)
+	return newDataplane("fake", set, s.Proxy.SyncFailsOnError, dp, h, func() error { return nil }), nil
+}
+
+// Settings are the IPVS proxy's own fields.
+type Settings struct {
+	NodeIPs      []string `yaml:"nodeIPs"`
+	StrictARP    bool     `yaml:"strictARP"`
+	Scheduler    string   `yaml:"scheduler"`
+	IPVSTimeouts Timeouts `yaml:"ipvsTimeouts"`
+	Kernel       string   `yaml:"kernel"`
+	Src          scenarios.Src
+}
+
+// Timeouts are ipvsadm --set's timeouts; zero leaves the kernel's.
+type Timeouts struct {
+	TCP    scenarios.Duration `yaml:"tcp"`
+	TCPFin scenarios.Duration `yaml:"tcpFin"`
+	UDP    scenarios.Duration `yaml:"udp"`
+}
+
+// Schedulers are the IPVS schedulers the fake dataplane models.
+var Schedulers = map[string]bool{"rr": true, "wrr": true, "sh": true}
+
+// DefaultKernel is the kernel a scenario that names none runs on.
+const DefaultKernel = "6.1.0"
+
+func (p *Settings) Validate(v *scenarios.Validator) {
+	for i, ip := range p.NodeIPs {
+		if net.ParseIP(ip) == nil {
+			at := p.Src.At("nodeIPs")
+			v.Errorf(scenarios.Pos{Line: at.Line, Column: at.Column, Path: fmt.Sprintf("%s[%d]", at.Path, i)}, "%q is not an IP address", ip)
+		}
+	}
+	if p.Kernel == "" {
+		p.Kernel = DefaultKernel
+	} else if _, err := ipvs.ParseKernelVersion(p.Kernel); err != nil {
+		v.Errorf(p.Src.At("kernel"), "%v", err)
+	}
+	if p.Scheduler == "" {
+		p.Scheduler = ipvs.DefaultScheduler
+	} else if !Schedulers[p.Scheduler] {
+		v.Errorf(p.Src.At("scheduler"), "scheduler %q is not modelled (want rr, wrr or sh)", p.Scheduler)
+	}
+}
+
+// SettingsOf returns an IPVS scenario's settings.
+func SettingsOf(s *scenarios.Scenario) (*Settings, bool) {
+	set, ok := s.Proxy.Settings.(*Settings)
+	return set, ok
+}
+
+func settingsOf(s *scenarios.Scenario) (*Settings, error) {
+	set, ok := SettingsOf(s)
+	if !ok {
+		return nil, fmt.Errorf("%s: an IPVS dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
+	}
+	return set, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,171 @@
+package scenarios
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/utils/clock"
+
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/proxy"
+)
+
+// Mode is a proxy mode as the scenario format sees it: everything that
+// differs between IPVS, iptables or nftables is behind it, so that the core
+// of the format names none of them. A mode is a package that registers
+// itself with RegisterMode.
+type Mode interface {
+	// Name is what proxy.mode says.
+	Name() string
+	// NewSettings returns the mode's own proxy settings, unset. Their
+	// fields are decoded from the proxy mapping beside the core ones.
+	NewSettings() Settings
+	// Actions, Faults and Expectations are the mode's own parts of a step,
+	// of a fault step and of an expect block. Each constructor returns a
+	// fresh part: a pointer to a struct whose yaml-tagged fields are the
+	// keys it owns (a field `Src Src` receives the enclosing mapping's
+	// positions).
+	Actions() []func() Action
+	Faults() []func() Action
+	Expectations() []func() Expectation
+	// Fake builds the mode's in-memory dataplane for one replay, on the
+	// world's clock.
+	Fake(s *Scenario, clk clock.PassiveClock) (Dataplane, error)
+}
+
+// Settings are a mode's own proxy fields. Validate reports their problems
+// and fills their defaults.
+type Settings interface {
+	Validate(v *Validator)
+}
+
+// Dataplane is one replay's instance of a mode: the backend the proxy
+// programs and what the mode's expectations read.
+type Dataplane interface {
+	// Name says which dataplane it is: "fake", "netns, kernel 6.1.0".
+	Name() string
+	// NewBackend is the world's Config.NewBackend: called at start and at
+	// every restart, over the same dataplane.
+	NewBackend(w *sim.World) (proxy.Backend, error)
+	// Snapshot renders the dataplane's state for goldens (ipvsadm -Ln,
+	// iptables-save, ...), the same state always the same text.
+	Snapshot() (string, error)
+	Close() error
+}
+
+// DataplaneFactory builds a fresh dataplane for one replay, on the world's
+// clock. A mode's Fake is one; real-kernel bindings are others.
+type DataplaneFactory func(s *Scenario, clk clock.PassiveClock) (Dataplane, error)
+
+// Action is one kind of step action, or one part of a fault step. Validate
+// runs at load time, Do at the step's instant.
+type Action interface {
+	Validate(v *Validator)
+	Do(r *Run) error
+}
+
+// Expectation is one kind of expect entry. Validate runs at load time;
+// Check reports what does not hold now with Run.Fail.
+type Expectation interface {
+	Validate(v *Validator)
+	Check(r *Run)
+}
+
+var registry struct {
+	sync.RWMutex
+	modes map[string]Mode
+	def   string
+}
+
+// RegisterMode makes a mode available to proxy.mode. It panics when the name
+// is taken or the mode claims a key the core or another part already has:
+// both are programming errors.
+func RegisterMode(m Mode) {
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.modes == nil {
+		registry.modes = map[string]Mode{}
+	}
+	if _, ok := registry.modes[m.Name()]; ok {
+		panic(fmt.Sprintf("scenarios: mode %q registered twice", m.Name()))
+	}
+	checkKeys(m.Name()+" settings", reflect.TypeOf(Proxy{}), []reflect.Type{reflect.TypeOf(m.NewSettings())})
+	checkKeys(m.Name()+" actions", reflect.TypeOf(Step{}), partTypes(append(coreActions(), m.Actions()...)))
+	checkKeys(m.Name()+" faults", reflect.TypeOf(Fault{}), partTypes(m.Faults()))
+	checkKeys(m.Name()+" expectations", reflect.TypeOf(Expect{}), partTypes(append(coreExpectations(), m.Expectations()...)))
+	registry.modes[m.Name()] = m
+}
+
+// RegisterDefaultMode registers m and makes it the mode of a scenario that
+// names none.
+func RegisterDefaultMode(m Mode) {
+	RegisterMode(m)
+	registry.Lock()
+	defer registry.Unlock()
+	registry.def = m.Name()
+}
+
+// LookupMode returns a registered mode; "" names the default one.
+func LookupMode(name string) (Mode, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	if name == "" {
+		name = registry.def
+	}
+	m, ok := registry.modes[name]
+	return m, ok
+}
+
+// ModeNames lists the registered modes, sorted.
+func ModeNames() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]string, 0, len(registry.modes))
+	for n := range registry.modes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func partTypes[T any](ctors []func() T) []reflect.Type {
+	out := make([]reflect.Type, len(ctors))
+	for i, c := range ctors {
+		out[i] = reflect.TypeOf(c())
+	}
+	return out
+}
+
+// checkKeys panics when two parts of one mapping claim the same key.
+func checkKeys(what string, core reflect.Type, parts []reflect.Type) {
+	seen := map[string]bool{}
+	for _, k := range keysOf(core) {
+		seen[k] = true
+	}
+	for _, t := range parts {
+		for _, k := range keysOf(t) {
+			if seen[k] {
+				panic(fmt.Sprintf("scenarios: %s: key %q is claimed twice", what, k))
+			}
+			seen[k] = true
+		}
+	}
+}
+
+// keysOf lists the yaml keys of a struct type (or pointer to one).
+func keysOf(t reflect.Type) []string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}

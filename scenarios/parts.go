@@ -1,0 +1,146 @@
+package scenarios
+
+import (
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// partsDecoder is implemented by the mappings whose keys are spread over
+// the core and the scenario's mode: proxy, a step, a fault, an expect block.
+type partsDecoder interface {
+	decodeParts(d *decoder, n *yaml.Node, path string)
+}
+
+// The core's step actions and expectations, in the order they run and are
+// checked; a mode's come after them.
+func coreActions() []func() Action {
+	return []func() Action{
+		func() Action { return &applyStep{} },
+		func() Action { return &updateStep{} },
+		func() Action { return &patchStep{} },
+		func() Action { return &churnStep{} },
+		func() Action { return &deleteStep{} },
+		func() Action { return &restartStep{} },
+		func() Action { return &faultStep{} },
+	}
+}
+
+func coreExpectations() []func() Expectation {
+	return []func() Expectation{
+		func() Expectation { return &syncsExpect{} },
+		func() Expectation { return &latencyExpect{} },
+		func() Expectation { return &opsExpect{} },
+	}
+}
+
+func (d *decoder) actionKinds() []func() Action {
+	if d.mode == nil {
+		return coreActions()
+	}
+	return append(coreActions(), d.mode.Actions()...)
+}
+
+// modeOf finds proxy.mode before anything is decoded: the mode decides
+// which keys a step, a fault or an expect block may have. An empty or
+// missing mode is the default one.
+func modeOf(doc *yaml.Node) (Mode, bool) {
+	name := ""
+	if root := valueNode(doc, "proxy"); root != nil {
+		if m := valueNode(root, "mode"); m != nil && m.Kind == yaml.ScalarNode {
+			name = m.Value
+		}
+	}
+	return LookupMode(name)
+}
+
+// valueNode is the value of key in a mapping (or a document holding one).
+func valueNode(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			if v.Kind == yaml.AliasNode {
+				v = v.Alias
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+func (p *Proxy) decodeParts(d *decoder, n *yaml.Node, path string) {
+	targets := []reflect.Value{reflect.ValueOf(p).Elem()}
+	if d.mode != nil {
+		p.Settings = d.mode.NewSettings()
+		targets = append(targets, reflect.ValueOf(p.Settings).Elem())
+	}
+	// With a mode proxysim does not know, its fields cannot be told from
+	// typos: the unknown mode is the one problem reported.
+	d.decodeMapping(n, path, targets, d.mode == nil)
+}
+
+func (st *Step) decodeParts(d *decoder, n *yaml.Node, path string) {
+	kinds := d.actionKinds()
+	parts := make([]Action, len(kinds))
+	targets := []reflect.Value{reflect.ValueOf(st).Elem()}
+	for i, k := range kinds {
+		parts[i] = k()
+		targets = append(targets, reflect.ValueOf(parts[i]).Elem())
+	}
+	present := d.decodeMapping(n, path, targets, false)
+	for i, p := range parts {
+		if present[i+1] {
+			st.Actions = append(st.Actions, p)
+		}
+	}
+}
+
+func (e *Expect) decodeParts(d *decoder, n *yaml.Node, path string) {
+	kinds := coreExpectations()
+	if d.mode != nil {
+		kinds = append(kinds, d.mode.Expectations()...)
+	}
+	parts := make([]Expectation, len(kinds))
+	targets := []reflect.Value{reflect.ValueOf(e).Elem()}
+	for i, k := range kinds {
+		parts[i] = k()
+		targets = append(targets, reflect.ValueOf(parts[i]).Elem())
+	}
+	present := d.decodeMapping(n, path, targets, false)
+	for i, p := range parts {
+		if present[i+1] {
+			e.Checks = append(e.Checks, p)
+		}
+	}
+}
+
+func (f *Fault) decodeParts(d *decoder, n *yaml.Node, path string) {
+	var kinds []func() Action
+	if d.mode != nil {
+		kinds = d.mode.Faults()
+	}
+	parts := make([]Action, len(kinds))
+	targets := []reflect.Value{reflect.ValueOf(f).Elem()}
+	for i, k := range kinds {
+		parts[i] = k()
+		targets = append(targets, reflect.ValueOf(parts[i]).Elem())
+	}
+	present := d.decodeMapping(n, path, targets, false)
+	for i, p := range parts {
+		if present[i+1] {
+			f.Parts = append(f.Parts, p)
+		}
+	}
+	for _, k := range kinds {
+		f.keys = append(f.keys, keysOf(reflect.TypeOf(k()))...)
+	}
+}

@@ -1,0 +1,39 @@
+package scenarios
+
+import "fmt"
+
+// faultStep injects failures: the mode's own (dataplane operations that
+// fail, say) and a broken watch.
+type faultStep struct {
+	Fault *Fault `yaml:"fault"`
+}
+
+func (fs *faultStep) Validate(v *Validator) {
+	f := fs.Fault
+	if f == nil {
+		return
+	}
+	for _, p := range f.Parts {
+		p.Validate(v)
+	}
+	if len(f.Parts) == 0 && f.WatchBreak == nil {
+		v.Errorf(Pos{f.Src.Line, f.Src.Column, f.Src.Path}, "a fault needs %s", orList(append(append([]string(nil), f.keys...), "watchBreak")))
+	}
+}
+
+func (fs *faultStep) Do(r *Run) error {
+	f := fs.Fault
+	if f == nil {
+		return nil
+	}
+	for _, p := range f.Parts {
+		if err := p.Do(r); err != nil {
+			return err
+		}
+	}
+	if d := f.WatchBreak; d != nil {
+		r.Step("fault", "", fmt.Sprintf("watch breaks for %v", d))
+		r.World().BreakWatch(d.D())
+	}
+	return nil
+}
