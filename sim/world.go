@@ -61,7 +61,7 @@ type Config struct {
 	// each sync saw and programs nothing.
 	Backend proxy.Backend
 	// NewBackend, if set, builds the backend once the world's clock and trace
-	// exist, and again at every restart (see IPVSBackend); it wins over
+	// exist, and again at every restart (see ipvs.Backend); it wins over
 	// Backend.
 	NewBackend func(w *World) (proxy.Backend, error)
 	// Start is the virtual instant the world starts at (default vclock.Epoch,
@@ -259,7 +259,7 @@ func (w *World) Now() time.Duration { return w.Clock.Since(w.cfg.Start) }
 func (w *World) Config() Config { return w.cfg }
 
 // Backend returns the current proxy's backend; a caller that knows its mode
-// asserts its concrete type (see IPVSBackend for one).
+// asserts its concrete type (see ipvs.Backend for one).
 func (w *World) Backend() proxy.Backend { return w.proxy.backend }
 
 // Err reports the first error the world met where it could not return it:

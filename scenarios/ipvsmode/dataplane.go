@@ -46,7 +46,7 @@ func (d *Dataplane) Name() string { return d.name }
 // NewBackend builds an IPVS proxier over the dataplane, at start and at
 // every restart.
 func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
-	return sim.IPVSBackend(d.cfg, d.faulty)(w)
+	return ipvs.Backend(d.cfg, d.faulty)(w)
 }
 
 // Snapshot is the IPVS table as `ipvsadm -Ln` shows it, sorted.

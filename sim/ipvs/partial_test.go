@@ -37,7 +37,7 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 				Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: 0, MaxInterval: time.Hour},
 				Clock:      clk,
 				NodeName:   "node-a",
-				NewBackend: sim.IPVSBackend(ipvs.Config{NodeIPs: []string{"192.168.0.10"}, FullSyncPeriod: full}, dp),
+				NewBackend: ipvs.Backend(ipvs.Config{NodeIPs: []string{"192.168.0.10"}, FullSyncPeriod: full}, dp),
 			})
 			if err := w.Start(); err != nil {
 				t.Fatal(err)

@@ -21,7 +21,7 @@ func world(t *testing.T, kernel string, cfg ipvs.Config) (*sim.World, *fakes.IPV
 	w := sim.New(t, sim.Config{
 		Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
 		Clock:      clk,
-		NewBackend: sim.IPVSBackend(cfg, dp),
+		NewBackend: ipvs.Backend(cfg, dp),
 	})
 	return w, h, s, d
 }
@@ -118,7 +118,7 @@ func TestFailedOperationFailsTheSyncOnlyWhenAsked(t *testing.T) {
 		w := sim.New(t, sim.Config{
 			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
 			Clock:      clk,
-			NewBackend: sim.IPVSBackend(ipvs.Config{SyncFailsOnError: failSync}, ipvs.WithFaults(dp, faults)),
+			NewBackend: ipvs.Backend(ipvs.Config{SyncFailsOnError: failSync}, ipvs.WithFaults(dp, faults)),
 		})
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
