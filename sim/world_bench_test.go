@@ -1,19 +1,24 @@
 package sim_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/runner"
 )
 
 // BenchmarkVirtualHour replays one virtual hour of a 1,000-service cluster
 // (10 endpoints each) with 10 EndpointSlice changes per second, through the
-// real informers, trackers and runner (minSyncPeriod 1s, cooldown runner).
-// It reports how many times faster than real time the replay ran and how
-// many events per second it processed.
+// fake API server, the real informers, trackers and runner (minSyncPeriod 1s,
+// cooldown runner) and the IPVS proxier programming the fake IPVS of kernel
+// 6.1. It reports how many times faster than real time the replay ran, the
+// events per second, and the allocations and bytes per object update, counted
+// over the whole replay (setup, informers, syncs, dataplane) and divided by
+// the number of updates.
 func BenchmarkVirtualHour(b *testing.B) {
 	const (
 		services   = 1000
@@ -23,12 +28,16 @@ func BenchmarkVirtualHour(b *testing.B) {
 	)
 	svcs, slices := fakes.Cluster(services, perService)
 	b.ReportAllocs()
-	var events int
+	var events, updates int
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
+		dp, _, _, _ := fakes.Dataplane("6.1.0")
 		w, err := sim.NewWorld(sim.Config{
-			Runner: runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
-			Cost:   sim.CostModel{Fixed: 50 * time.Millisecond, PerEndpoint: 2 * time.Microsecond},
+			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
+			Cost:       sim.CostModel{Fixed: 50 * time.Millisecond, PerEndpoint: 2 * time.Microsecond},
+			NewBackend: sim.IPVSBackend(ipvs.Config{}, dp),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -59,9 +68,13 @@ func BenchmarkVirtualHour(b *testing.B) {
 		w.Clock.AfterFunc(time.Second/rate, tick)
 		w.RunUntil(hour)
 		events += w.Trace.Len()
+		updates += k
 		w.Close()
 	}
 	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(b.N)*hour.Seconds()/elapsed.Seconds(), "x-realtime")
 	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(updates), "allocs/update")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(updates), "B/update")
 }
