@@ -136,10 +136,9 @@ func (s *watchSignal) has(r string) bool {
 	return s.watching[r]
 }
 
-func startInstance(client *fake.Clientset, worldStop <-chan struct{}) (*instance, error) {
+func startInstance(client *fake.Clientset, tracker k8stesting.ObjectTracker, worldStop <-chan struct{}) (*instance, error) {
 	inst := &instance{events: newEventQueue(), stop: make(chan struct{})}
 	sig := &watchSignal{watching: map[string]bool{}}
-	tracker := client.Tracker()
 	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
 		var opts metav1.ListOptions
 		if wa, ok := action.(k8stesting.WatchActionImpl); ok {

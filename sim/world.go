@@ -16,7 +16,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"testing"
@@ -26,6 +25,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/proxysim/proxysim/sim/ipvs"
@@ -94,6 +94,9 @@ type World struct {
 	Proxier *proxy.Proxier
 	Runner  *runner.Runner
 
+	// store is the API server behind Client (whose Tracker() is not it).
+	store *objectStore
+
 	cfg     Config
 	inst    *instance
 	stop    chan struct{}
@@ -151,11 +154,13 @@ func NewWorld(cfg Config) (*World, error) {
 		// The plain tracker: the field-managed one of NewClientset rebuilds a
 		// REST mapper on every write, which dominates a replay's cost.
 		Client:     fake.NewSimpleClientset(),
+		store:      newObjectStore(),
 		cfg:        cfg,
 		stop:       make(chan struct{}),
 		lastChange: map[string]change{},
 		written:    map[string]time.Duration{},
 	}
+	w.store.install(w.Client) // the clientset serves from the world's store
 	w.Trace = trace.NewRecorder(cfg.Start, w.Clock.Now)
 	if err := w.newProxy(); err != nil {
 		return nil, err
@@ -252,7 +257,7 @@ func (w *World) Start() error {
 
 func (w *World) startProxy() error {
 	w.Runner.StartVirtual(w.cost)
-	inst, err := startInstance(w.Client, w.stop)
+	inst, err := startInstance(w.Client, w.store, w.stop)
 	if err != nil {
 		return err
 	}
@@ -324,9 +329,10 @@ func (w *World) At(d time.Duration, f func()) {
 	w.Clock.AfterFunc(w.cfg.Start.Add(d).Sub(w.Clock.Now()), f)
 }
 
-func (w *World) stamp(m *metav1.ObjectMeta) {
+// nextVersion is the resourceVersion of the world's next write.
+func (w *World) nextVersion() string {
 	w.rv++
-	m.ResourceVersion = strconv.FormatInt(w.rv, 10)
+	return strconv.FormatInt(w.rv, 10)
 }
 
 // Create adds an object to the API server. Before Start it seeds the initial
@@ -380,87 +386,20 @@ func nsName(obj any) [2]string {
 	return [2]string{m.GetNamespace(), m.GetName()}
 }
 
-// typedClient is what the world needs of a typed client: create and update.
-type typedClient[T any] interface {
-	Create(context.Context, T, metav1.CreateOptions) (T, error)
-	Update(context.Context, T, metav1.UpdateOptions) (T, error)
-}
-
-func send[T any](c typedClient[T], obj T, update bool) error {
-	var err error
-	if update {
-		_, err = c.Update(context.Background(), obj, metav1.UpdateOptions{})
-	} else {
-		_, err = c.Create(context.Background(), obj, metav1.CreateOptions{})
-	}
-	return err
-}
-
 func (w *World) write(obj any, update bool) error {
-	if update && w.unchanged(obj) {
-		// Like the API server, an update that changes nothing is not
-		// written: no new resourceVersion, no watch event.
-		return nil
-	}
-	// Stamp a shallow copy: the caller's object is left alone, and the fake
-	// API server deep-copies what it stores.
-	var err error
-	switch o := obj.(type) {
-	case *v1.Service:
-		cp := *o
-		w.stamp(&cp.ObjectMeta)
-		err = send(w.Client.CoreV1().Services(cp.Namespace), &cp, update)
-	case *discovery.EndpointSlice:
-		cp := *o
-		w.stamp(&cp.ObjectMeta)
-		err = send(w.Client.DiscoveryV1().EndpointSlices(cp.Namespace), &cp, update)
-	default:
+	gvr, ok := resourceOf(obj)
+	if !ok {
 		return fmt.Errorf("unsupported object type %T", obj)
 	}
-	if err != nil {
+	// Like the API server, an update that changes nothing is not written:
+	// no new resourceVersion, no watch event. The store keeps its own copy.
+	m := obj.(metav1.Object)
+	written, err := w.store.put(gvr, obj.(runtime.Object), m.GetNamespace(), update, w.nextVersion)
+	if err != nil || !written {
 		return err
 	}
-	w.noteWrite(kindOf(obj), nsName(obj))
+	w.noteWrite(kindOf(obj), [2]string{m.GetNamespace(), m.GetName()})
 	return w.await()
-}
-
-// unchanged reports whether obj equals the stored object but for its
-// resourceVersion.
-func (w *World) unchanged(obj any) bool {
-	cur, ok := w.current(obj)
-	if !ok {
-		return false
-	}
-	// Shallow copies are enough to blank the resourceVersion: this runs on
-	// every update, so no deep copies here.
-	switch o := obj.(type) {
-	case *v1.Service:
-		a, b := *o, *cur.(*v1.Service)
-		a.ResourceVersion, b.ResourceVersion = "", ""
-		return reflect.DeepEqual(&a, &b)
-	case *discovery.EndpointSlice:
-		a, b := *o, *cur.(*discovery.EndpointSlice)
-		a.ResourceVersion, b.ResourceVersion = "", ""
-		return reflect.DeepEqual(&a, &b)
-	}
-	return false
-}
-
-// current is the stored version of obj: from the informer cache once the
-// proxy runs (the barrier keeps it up to date, and reading it copies
-// nothing), from the API server before.
-func (w *World) current(obj any) (any, bool) {
-	if w.inst == nil {
-		cur, err := w.Get(kindOf(obj), nsName(obj))
-		return cur, err == nil
-	}
-	store := w.inst.svcInf.GetStore()
-	if _, ok := obj.(*discovery.EndpointSlice); ok {
-		store = w.inst.sliceInf.GetStore()
-	}
-	key := nsName(obj)
-	cur, ok, err := store.GetByKey(key[0] + "/" + key[1])
-	return cur, ok && err == nil
 }
 
 // noteWrite remembers when an object was written, so that its propagation
@@ -471,17 +410,11 @@ func (w *World) noteWrite(kind string, key [2]string) {
 
 // Delete removes an object ("Service" or "EndpointSlice").
 func (w *World) Delete(kind, namespace, name string) error {
-	ctx := context.Background()
-	var err error
-	switch kind {
-	case "Service":
-		err = w.Client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	case "EndpointSlice":
-		err = w.Client.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	default:
+	gvr, ok := kindResources[kind]
+	if !ok {
 		return fmt.Errorf("unsupported kind %q", kind)
 	}
-	if err != nil {
+	if err := w.store.Delete(gvr, namespace, name); err != nil {
 		return err
 	}
 	w.noteWrite(kind, [2]string{namespace, name})

@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The object store copies every object in and out and compares every world
+// update with what it holds. The generated DeepCopy allocates once per
+// pointer field (four times per endpoint of an EndpointSlice) and
+// reflect.DeepEqual tracks every pointer it follows; for EndpointSlices, the
+// objects a replay writes all the time, these do the same work in a few
+// allocations and none. TestSliceCopyAndEqualCoverEveryField keeps them
+// honest when k8s.io/api grows a field.
+
+// copyObject returns a deep copy of obj.
+func copyObject(obj runtime.Object) runtime.Object {
+	if s, ok := obj.(*discovery.EndpointSlice); ok {
+		return copySlice(s)
+	}
+	return obj.DeepCopyObject()
+}
+
+// equalButVersion reports whether two objects are equal but for their
+// resourceVersion.
+func equalButVersion(a, b runtime.Object) bool {
+	switch x := a.(type) {
+	case *discovery.EndpointSlice:
+		y, ok := b.(*discovery.EndpointSlice)
+		return ok && sliceEqual(x, y)
+	case *v1.Service:
+		y, ok := b.(*v1.Service)
+		if !ok {
+			return false
+		}
+		// Shallow copies are enough to blank the resourceVersion.
+		p, q := *x, *y
+		p.ResourceVersion, q.ResourceVersion = "", ""
+		return reflect.DeepEqual(&p, &q)
+	}
+	if reflect.TypeOf(a) != reflect.TypeOf(b) {
+		return false
+	}
+	p, q := a.DeepCopyObject(), b.DeepCopyObject()
+	pm, err1 := meta.Accessor(p)
+	qm, err2 := meta.Accessor(q)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	pm.SetResourceVersion("")
+	qm.SetResourceVersion("")
+	return reflect.DeepEqual(p, q)
+}
+
+// copySlice deep-copies an EndpointSlice, taking the endpoints' addresses,
+// conditions and optional strings, and the ports' fields, from one block
+// each.
+func copySlice(in *discovery.EndpointSlice) *discovery.EndpointSlice {
+	out := new(discovery.EndpointSlice)
+	*out = *in
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if in.Endpoints != nil {
+		out.Endpoints = make([]discovery.Endpoint, len(in.Endpoints))
+		nAddr, nBool, nStr := 0, 0, 0
+		for i := range in.Endpoints {
+			e := &in.Endpoints[i]
+			nAddr += len(e.Addresses)
+			nBool += countSet(e.Conditions.Ready, e.Conditions.Serving, e.Conditions.Terminating)
+			nStr += countSet(e.Hostname, e.NodeName, e.Zone)
+		}
+		addrs := make([]string, nAddr)
+		bools := make([]bool, nBool)
+		strs := make([]string, nStr)
+		for i := range in.Endpoints {
+			e, o := &in.Endpoints[i], &out.Endpoints[i]
+			*o = *e
+			if e.Addresses != nil {
+				n := len(e.Addresses)
+				o.Addresses = addrs[:n:n]
+				copy(o.Addresses, e.Addresses)
+				addrs = addrs[n:]
+			}
+			o.Conditions.Ready = takeCopy(&bools, e.Conditions.Ready)
+			o.Conditions.Serving = takeCopy(&bools, e.Conditions.Serving)
+			o.Conditions.Terminating = takeCopy(&bools, e.Conditions.Terminating)
+			o.Hostname = takeCopy(&strs, e.Hostname)
+			o.NodeName = takeCopy(&strs, e.NodeName)
+			o.Zone = takeCopy(&strs, e.Zone)
+			if e.TargetRef != nil {
+				o.TargetRef = e.TargetRef.DeepCopy()
+			}
+			if e.DeprecatedTopology != nil {
+				o.DeprecatedTopology = maps.Clone(e.DeprecatedTopology)
+			}
+			if e.Hints != nil {
+				o.Hints = e.Hints.DeepCopy()
+			}
+		}
+	}
+	if in.Ports != nil {
+		out.Ports = make([]discovery.EndpointPort, len(in.Ports))
+		var nStr, nProto, nPort int
+		for i := range in.Ports {
+			p := &in.Ports[i]
+			nStr += countSet(p.Name, p.AppProtocol)
+			nProto += countSet(p.Protocol)
+			nPort += countSet(p.Port)
+		}
+		strs := make([]string, nStr)
+		protos := make([]v1.Protocol, nProto)
+		ports := make([]int32, nPort)
+		for i := range in.Ports {
+			p, o := &in.Ports[i], &out.Ports[i]
+			*o = *p
+			o.Name = takeCopy(&strs, p.Name)
+			o.Protocol = takeCopy(&protos, p.Protocol)
+			o.Port = takeCopy(&ports, p.Port)
+			o.AppProtocol = takeCopy(&strs, p.AppProtocol)
+		}
+	}
+	return out
+}
+
+func countSet[T any](ps ...*T) int {
+	n := 0
+	for _, p := range ps {
+		if p != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// takeCopy copies *p into the next element of *block and points at it; nil
+// stays nil.
+func takeCopy[T any](block *[]T, p *T) *T {
+	if p == nil {
+		return nil
+	}
+	b := *block
+	b[0] = *p
+	*block = b[1:]
+	return &b[0]
+}
+
+// sliceEqual is reflect.DeepEqual of two EndpointSlices with their
+// resourceVersions blanked, without reflection on the common fields.
+func sliceEqual(a, b *discovery.EndpointSlice) bool {
+	if a.TypeMeta != b.TypeMeta || !metaEqualButVersion(&a.ObjectMeta, &b.ObjectMeta) || a.AddressType != b.AddressType {
+		return false
+	}
+	if (a.Endpoints == nil) != (b.Endpoints == nil) || len(a.Endpoints) != len(b.Endpoints) {
+		return false
+	}
+	for i := range a.Endpoints {
+		if !endpointEqual(&a.Endpoints[i], &b.Endpoints[i]) {
+			return false
+		}
+	}
+	if (a.Ports == nil) != (b.Ports == nil) || len(a.Ports) != len(b.Ports) {
+		return false
+	}
+	for i := range a.Ports {
+		p, q := &a.Ports[i], &b.Ports[i]
+		if !ptrEqual(p.Name, q.Name) || !ptrEqual(p.Protocol, q.Protocol) || !ptrEqual(p.Port, q.Port) || !ptrEqual(p.AppProtocol, q.AppProtocol) {
+			return false
+		}
+	}
+	return true
+}
+
+func endpointEqual(a, b *discovery.Endpoint) bool {
+	return stringsEqual(a.Addresses, b.Addresses) &&
+		ptrEqual(a.Conditions.Ready, b.Conditions.Ready) &&
+		ptrEqual(a.Conditions.Serving, b.Conditions.Serving) &&
+		ptrEqual(a.Conditions.Terminating, b.Conditions.Terminating) &&
+		ptrEqual(a.Hostname, b.Hostname) &&
+		ptrEqual(a.NodeName, b.NodeName) &&
+		ptrEqual(a.Zone, b.Zone) &&
+		deepEqualPtr(a.TargetRef, b.TargetRef) &&
+		mapEqual(a.DeprecatedTopology, b.DeprecatedTopology) &&
+		deepEqualPtr(a.Hints, b.Hints)
+}
+
+// metaEqualButVersion compares object metadata but for the resourceVersion,
+// as reflect.DeepEqual would.
+func metaEqualButVersion(a, b *metav1.ObjectMeta) bool {
+	return a.Name == b.Name && a.GenerateName == b.GenerateName && a.Namespace == b.Namespace &&
+		a.SelfLink == b.SelfLink && a.UID == b.UID && a.Generation == b.Generation &&
+		(a.CreationTimestamp == b.CreationTimestamp || reflect.DeepEqual(a.CreationTimestamp, b.CreationTimestamp)) &&
+		deepEqualPtr(a.DeletionTimestamp, b.DeletionTimestamp) &&
+		ptrEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds) &&
+		mapEqual(a.Labels, b.Labels) && mapEqual(a.Annotations, b.Annotations) &&
+		stringsEqual(a.Finalizers, b.Finalizers) &&
+		sliceDeepEqual(a.OwnerReferences, b.OwnerReferences) &&
+		sliceDeepEqual(a.ManagedFields, b.ManagedFields)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func deepEqualPtr[T any](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// The nil checks keep reflect.DeepEqual's distinction between nil and empty.
+
+func stringsEqual(a, b []string) bool {
+	return (a == nil) == (b == nil) && slices.Equal(a, b)
+}
+
+func mapEqual(a, b map[string]string) bool {
+	return (a == nil) == (b == nil) && maps.Equal(a, b)
+}
+
+func sliceDeepEqual[T any](a, b []T) bool {
+	if a == nil || b == nil {
+		return (a == nil) == (b == nil)
+	}
+	return reflect.DeepEqual(a, b)
+}
