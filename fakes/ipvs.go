@@ -24,7 +24,8 @@ type IPVS struct {
 	clock    clock.PassiveClock
 	sysctl   ipvs.Sysctl
 	kernel   ipvs.KernelVersion
-	services map[string]*service
+	services map[string]*service // by key text, for callers naming a virtual server
+	byID     map[vsID]*service   // the same, for the Handle calls of every sync
 	order    []*service
 	timeouts ipvs.Timeouts
 
@@ -32,6 +33,14 @@ type IPVS struct {
 	named     map[string]*conn // scenario connection names
 	templates map[string]*conn // by client ip|vs
 }
+
+// vsID identifies a virtual server as its key text does.
+type vsID struct {
+	proto, addr string
+	port        uint16
+}
+
+func idOf(vs ipvs.VirtualServer) vsID { return vsID{vs.Protocol, vs.Address, vs.Port} }
 
 type service struct {
 	vs      ipvs.VirtualServer
@@ -86,7 +95,7 @@ func NewIPVS(kernel string, s ipvs.Sysctl, clk clock.PassiveClock) *IPVS {
 	kv, _ := ipvs.ParseKernelVersion(kernel)
 	return &IPVS{
 		clock: clk, sysctl: s, kernel: kv,
-		services: map[string]*service{}, conns: map[string]*conn{}, named: map[string]*conn{}, templates: map[string]*conn{},
+		services: map[string]*service{}, byID: map[vsID]*service{}, conns: map[string]*conn{}, named: map[string]*conn{}, templates: map[string]*conn{},
 	}
 }
 
@@ -125,11 +134,12 @@ func (f *IPVS) VirtualServers() ([]ipvs.VirtualServer, error) {
 func (f *IPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.services[vs.Key()]; ok {
+	if _, ok := f.byID[idOf(vs)]; ok {
 		return fmt.Errorf("virtual server %s: file exists", vs.Key())
 	}
 	s := &service{vs: vs, wrrIdx: -1}
 	f.services[vs.Key()] = s
+	f.byID[idOf(vs)] = s
 	f.order = append(f.order, s)
 	return nil
 }
@@ -137,7 +147,7 @@ func (f *IPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
 func (f *IPVS) UpdateVirtualServer(vs ipvs.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
@@ -152,7 +162,7 @@ func (f *IPVS) UpdateVirtualServer(vs ipvs.VirtualServer) error {
 func (f *IPVS) DeleteVirtualServer(vs ipvs.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
@@ -160,6 +170,7 @@ func (f *IPVS) DeleteVirtualServer(vs ipvs.VirtualServer) error {
 		d.available = false
 	}
 	delete(f.services, vs.Key())
+	delete(f.byID, idOf(vs))
 	for i, o := range f.order {
 		if o == s {
 			f.order = append(f.order[:i], f.order[i+1:]...)
@@ -172,7 +183,7 @@ func (f *IPVS) DeleteVirtualServer(vs ipvs.VirtualServer) error {
 func (f *IPVS) RealServers(vs ipvs.VirtualServer) ([]ipvs.RealServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return nil, fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
@@ -205,11 +216,11 @@ func (f *IPVS) counters(d *dest) (active, inactive int) {
 func (f *IPVS) AddRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
-	if s.find(rs.Key()) != nil {
+	if s.findRS(rs) != nil {
 		return fmt.Errorf("real server %s: file exists", rs.Key())
 	}
 	rs.ActiveConn, rs.InactiveConn = 0, 0
@@ -259,15 +270,25 @@ func (f *IPVS) DeleteRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error
 }
 
 func (f *IPVS) dst(vs ipvs.VirtualServer, rs ipvs.RealServer) (*service, *dest, error) {
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return nil, nil, fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
-	d := s.find(rs.Key())
+	d := s.findRS(rs)
 	if d == nil {
 		return nil, nil, fmt.Errorf("real server %s: no such process", rs.Key())
 	}
 	return s, d, nil
+}
+
+// findRS finds a destination by address and port, the fields of its key.
+func (s *service) findRS(rs ipvs.RealServer) *dest {
+	for _, d := range s.dests {
+		if d.rs.Address == rs.Address && d.rs.Port == rs.Port {
+			return d
+		}
+	}
+	return nil
 }
 
 func (s *service) find(key string) *dest {

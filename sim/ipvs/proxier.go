@@ -3,7 +3,9 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -117,7 +119,7 @@ func (p *Proxier) ensureSysctl(name string, want int) error {
 
 type desiredVS struct {
 	vs   VirtualServer
-	dsts map[string]RealServer
+	dsts []RealServer // sorted by key, unique
 	bind bool
 }
 
@@ -129,11 +131,16 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 		if sp.SessionAffinityClientIP {
 			vs.Persistent, vs.Timeout = true, uint32(sp.StickyMaxAgeSeconds)
 		}
-		d := &desiredVS{vs: vs, dsts: make(map[string]RealServer, len(eps)), bind: bind}
+		d := &desiredVS{vs: vs, dsts: make([]RealServer, 0, len(eps)), bind: bind}
 		for _, e := range eps {
-			rs := RealServer{Address: e.IP, Port: uint16(e.Port), Weight: 1}
-			d.dsts[rs.Key()] = rs
+			d.dsts = append(d.dsts, RealServer{Address: e.IP, Port: uint16(e.Port), Weight: 1})
 		}
+		// Endpoint lists come sorted by IP:port, which is the real servers'
+		// key order; sort anyway when they do not.
+		if !slices.IsSortedFunc(d.dsts, compareRealServers) {
+			slices.SortStableFunc(d.dsts, compareRealServers)
+		}
+		d.dsts = slices.CompactFunc(d.dsts, RealServer.sameAs)
 		out[vs.Key()] = d
 	}
 	for _, spn := range s.PortsOf(name) {
@@ -211,7 +218,7 @@ func (p *Proxier) fullSync(s *proxy.SyncState, do func(string, string, error)) e
 	for name := range s.ServicePortsIndex() {
 		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	slices.SortFunc(names, proxy.CompareNames)
 	for _, name := range names {
 		d := map[string]*desiredVS{}
 		p.desiredFor(s, name, d)
@@ -337,7 +344,9 @@ func (p *Proxier) partialSync(s *proxy.SyncState, do func(string, string, error)
 			if p.syncVirtualServer(nd, have[k], k, have, do) && nd.bind && old[k] == nil {
 				refs[nd.vs.Address]++
 			}
-			p.owners[k] = map[types.NamespacedName]bool{name: true}
+			if o := p.owners[k]; len(o) != 1 || !o[name] {
+				p.owners[k] = map[types.NamespacedName]bool{name: true}
+			}
 		}
 		stale := make([]string, 0)
 		for k := range old {
@@ -389,15 +398,6 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 		do("list-rs", d.vs.Key(), err)
 		return
 	}
-	have := map[string]RealServer{}
-	for _, rs := range cur {
-		have[rs.Key()] = rs
-	}
-	keys := make([]string, 0, len(d.dsts))
-	for k := range d.dsts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	// On the first sync after a restart, kube-proxy re-sets every wanted real
 	// server that exists once for each existing real server of the virtual
 	// server whose weight is not 1: the end state is weight 1 everywhere.
@@ -409,11 +409,12 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 			}
 		}
 	}
-	for _, k := range keys {
-		rs := d.dsts[k]
-		if _, ok := have[k]; ok {
+	// Both lists in key order: lookups by binary search, no keys built.
+	slices.SortFunc(cur, compareRealServers)
+	for _, rs := range d.dsts {
+		if _, ok := slices.BinarySearchFunc(cur, rs, compareRealServers); ok {
 			for i := 0; i < mismatched; i++ {
-				do("update-rs", d.vs.Key()+" -> "+rs.Key()+" weight 1 (first sync)", p.dp.IPVS.UpdateRealServer(d.vs, rs))
+				do("update-rs", rsOp(d.vs, rs, " weight 1 (first sync)"), p.dp.IPVS.UpdateRealServer(d.vs, rs))
 			}
 			if !p.graceful.InProgress(d.vs, rs) {
 				continue
@@ -421,22 +422,21 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 			// The endpoint came back while draining: delete it now and add
 			// it again below; if the delete fails, it is not re-added.
 			if err := p.graceful.Cancel(d.vs, rs); err != nil {
-				do("cancel-draining", d.vs.Key()+" -> "+rs.Key(), err)
+				do("cancel-draining", rsOp(d.vs, rs, ""), err)
 				continue
 			}
 		}
-		do("add-rs", d.vs.Key()+" -> "+rs.Key()+fmt.Sprintf(" weight %d", rs.Weight), p.dp.IPVS.AddRealServer(d.vs, rs))
+		do("add-rs", rsOp(d.vs, rs, " weight "+strconv.Itoa(rs.Weight)), p.dp.IPVS.AddRealServer(d.vs, rs))
 	}
-	stale := make([]string, 0)
-	for k := range have {
-		if _, ok := d.dsts[k]; !ok {
-			stale = append(stale, k)
+	for i, rs := range cur {
+		if i > 0 && rs.sameAs(cur[i-1]) {
+			continue // listed twice: one delete, as keyed by a map
 		}
-	}
-	sort.Strings(stale)
-	for _, k := range stale {
-		if err := p.graceful.Delete(d.vs, have[k]); err != nil {
-			do("delete-rs", d.vs.Key()+" -> "+k, err)
+		if _, ok := slices.BinarySearchFunc(d.dsts, rs, compareRealServers); ok {
+			continue
+		}
+		if err := p.graceful.Delete(d.vs, rs); err != nil {
+			do("delete-rs", rsOp(d.vs, rs, ""), err)
 		}
 	}
 }

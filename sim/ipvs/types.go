@@ -7,9 +7,10 @@
 package ipvs
 
 import (
+	"bytes"
 	"fmt"
-	"net"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,7 +26,14 @@ type VirtualServer struct {
 
 // Key identifies a virtual server: protocol, address and port.
 func (v VirtualServer) Key() string {
-	return v.Protocol + " " + net.JoinHostPort(v.Address, strconv.Itoa(int(v.Port)))
+	var b [80]byte
+	return string(v.appendKey(b[:0]))
+}
+
+func (v VirtualServer) appendKey(b []byte) []byte {
+	b = append(b, v.Protocol...)
+	b = append(b, ' ')
+	return appendHostPort(b, v.Address, v.Port)
 }
 
 func (v VirtualServer) String() string {
@@ -47,7 +55,42 @@ type RealServer struct {
 }
 
 // Key identifies a real server within its virtual server.
-func (r RealServer) Key() string { return net.JoinHostPort(r.Address, strconv.Itoa(int(r.Port))) }
+func (r RealServer) Key() string {
+	var b [64]byte
+	return string(appendHostPort(b[:0], r.Address, r.Port))
+}
+
+// sameAs reports whether two real servers have the same key.
+func (r RealServer) sameAs(o RealServer) bool { return r.Address == o.Address && r.Port == o.Port }
+
+// compareRealServers orders real servers by key text without building it.
+func compareRealServers(a, b RealServer) int {
+	var x, y [64]byte
+	return bytes.Compare(appendHostPort(x[:0], a.Address, a.Port), appendHostPort(y[:0], b.Address, b.Port))
+}
+
+// appendHostPort appends what net.JoinHostPort(addr, port) returns.
+func appendHostPort(b []byte, addr string, port uint16) []byte {
+	if strings.IndexByte(addr, ':') >= 0 {
+		b = append(b, '[')
+		b = append(b, addr...)
+		b = append(b, ']')
+	} else {
+		b = append(b, addr...)
+	}
+	b = append(b, ':')
+	return strconv.AppendUint(b, uint64(port), 10)
+}
+
+// rsOp is an operation's detail "VS -> RS" plus a suffix, in one allocation.
+func rsOp(vs VirtualServer, rs RealServer, suffix string) string {
+	var b [160]byte
+	out := vs.appendKey(b[:0])
+	out = append(out, " -> "...)
+	out = appendHostPort(out, rs.Address, rs.Port)
+	out = append(out, suffix...)
+	return string(out)
+}
 
 // Timeouts are IPVS's connection timeouts (ipvsadm --set); zero means unset.
 type Timeouts struct {

@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"bytes"
+	"net/netip"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -146,18 +151,22 @@ func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types
 }
 
 func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port int32) []*Endpoint {
+	// One block for the endpoints and one for the pointers: a slice is
+	// converted on every change.
+	block := make([]Endpoint, len(slice.Endpoints))
 	eps := make([]*Endpoint, 0, len(slice.Endpoints))
 	for i := range slice.Endpoints {
 		ep := &slice.Endpoints[i]
 		if len(ep.Addresses) == 0 {
 			continue
 		}
-		ip := netutils.ParseIPSloppy(ep.Addresses[0])
-		if ip == nil {
+		ip, ok := canonicalIP(ep.Addresses[0])
+		if !ok {
 			continue
 		}
-		e := &Endpoint{
-			IP:          ip.String(),
+		e := &block[i]
+		*e = Endpoint{
+			IP:          ip,
 			Port:        port,
 			Ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
 			Serving:     ep.Conditions.Serving == nil || *ep.Conditions.Serving,
@@ -186,13 +195,55 @@ func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port in
 	return eps
 }
 
+// canonicalIP is an address in its canonical text form. A dotted-quad IPv4
+// address that netip accepts is already canonical, so the common case
+// allocates nothing; anything else goes through the sloppy parser.
+func canonicalIP(a string) (string, bool) {
+	if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
+		return a, true
+	}
+	ip := netutils.ParseIPSloppy(a)
+	if ip == nil {
+		return "", false
+	}
+	return ip.String(), true
+}
+
+// sameEndpoint reports whether two endpoints have the same IP:port, their
+// identity: the text form is a one-to-one function of a canonical IP and a
+// port.
+func sameEndpoint(a, b *Endpoint) bool { return a.IP == b.IP && a.Port == b.Port }
+
+// compareEndpoints orders endpoints by their IP:port text, without building
+// it.
+func compareEndpoints(a, b *Endpoint) int {
+	var x, y [64]byte
+	return bytes.Compare(appendHostPort(x[:0], a.IP, a.Port), appendHostPort(y[:0], b.IP, b.Port))
+}
+
+// appendHostPort appends what HostPort returns.
+func appendHostPort(b []byte, ip string, port int32) []byte {
+	if strings.IndexByte(ip, ':') >= 0 {
+		b = append(b, '[')
+		b = append(b, ip...)
+		b = append(b, ']')
+	} else {
+		b = append(b, ip...)
+	}
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(port), 10)
+}
+
 // addEndpoints adds eps to set, in order: a new endpoint is added; a copy of
 // one already there replaces it unless the copy is terminating.
 func addEndpoints(set, eps []*Endpoint) []*Endpoint {
+	if len(set) == 0 && !hasDuplicates(eps) {
+		return append(set, eps...)
+	}
 	for _, e := range eps {
 		replaced := false
 		for i, have := range set {
-			if have.String() == e.String() {
+			if sameEndpoint(have, e) {
 				if !e.Terminating {
 					set[i] = e
 				}
@@ -205,6 +256,17 @@ func addEndpoints(set, eps []*Endpoint) []*Endpoint {
 		}
 	}
 	return set
+}
+
+func hasDuplicates(eps []*Endpoint) bool {
+	for i, e := range eps {
+		for _, o := range eps[:i] {
+			if sameEndpoint(o, e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func uniqueSorted(s []string) []string {
@@ -297,7 +359,9 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 }
 
 func sortEndpoints(eps []*Endpoint) {
-	sort.Slice(eps, func(i, j int) bool { return eps[i].String() < eps[j].String() })
+	if !slices.IsSortedFunc(eps, compareEndpoints) {
+		slices.SortFunc(eps, compareEndpoints)
+	}
 }
 
 // EndpointsMapResult says what an Update of an EndpointsMap changed.
@@ -320,6 +384,6 @@ func (m EndpointsMap) Update(t *EndpointSliceTracker) EndpointsMapResult {
 			m[spn] = eps
 		}
 	}
-	sort.Slice(res.Updated, func(i, j int) bool { return res.Updated[i].String() < res.Updated[j].String() })
+	slices.SortFunc(res.Updated, CompareNames)
 	return res
 }

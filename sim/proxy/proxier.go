@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"sort"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -48,7 +48,7 @@ func (s *SyncState) Changed() []types.NamespacedName {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	slices.SortFunc(out, CompareNames)
 	return out
 }
 
