@@ -50,6 +50,21 @@ func (e informerEvent) key() string {
 	return k + e.name()
 }
 
+// sortEvents puts events in canonical order, stably, building each key once.
+func sortEvents(evs []informerEvent) {
+	keys := make([]string, len(evs))
+	idx := make([]int, len(evs))
+	for i := range evs {
+		keys[i], idx[i] = evs[i].key(), i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return keys[idx[a]] < keys[idx[b]] })
+	sorted := make([]informerEvent, len(evs))
+	for i, j := range idx {
+		sorted[i] = evs[j]
+	}
+	copy(evs, sorted)
+}
+
 // noop reports an update that changes nothing (resync, relist).
 func (e informerEvent) noop() bool {
 	return e.op == "update" && reflect.DeepEqual(e.old, e.obj)
@@ -61,6 +76,7 @@ type eventQueue struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	items []informerEvent
+	head  int // items[head:] are queued; the array is reused once drained
 }
 
 func newEventQueue() *eventQueue {
@@ -80,7 +96,7 @@ func (q *eventQueue) push(e informerEvent) {
 func (q *eventQueue) pop(stop <-chan struct{}) (informerEvent, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.items) == 0 {
+	for q.head == len(q.items) {
 		select {
 		case <-stop:
 			return informerEvent{}, false
@@ -88,17 +104,20 @@ func (q *eventQueue) pop(stop <-chan struct{}) (informerEvent, bool) {
 		}
 		q.cond.Wait()
 	}
-	e := q.items[0]
-	q.items[0] = informerEvent{}
-	q.items = q.items[1:]
+	e := q.items[q.head]
+	q.items[q.head] = informerEvent{}
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
 	return e, true
 }
 
 func (q *eventQueue) drain() []informerEvent {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := q.items
-	q.items = nil
+	out := q.items[q.head:]
+	q.items, q.head = nil, 0
 	return out
 }
 
@@ -201,7 +220,7 @@ func (inst *instance) snapshot(resync bool) []informerEvent {
 			evs = append(evs, informerEvent{kind: inf.kind, op: "update", old: o, obj: o, resync: resync})
 		}
 	}
-	sort.Slice(evs, func(i, j int) bool { return evs[i].key() < evs[j].key() })
+	sortEvents(evs)
 	return evs
 }
 
@@ -256,7 +275,7 @@ func (h *heldEvents) relist(current []informerEvent) []informerEvent {
 		ev := h.first[k]
 		out = append(out, informerEvent{kind: ev.kind, op: "delete", obj: before(ev)})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].key() < out[j].key() })
+	sortEvents(out)
 	return out
 }
 

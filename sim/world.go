@@ -16,7 +16,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -96,6 +95,7 @@ type World struct {
 
 	// store is the API server behind Client (whose Tracker() is not it).
 	store *objectStore
+	names objectNames
 
 	cfg     Config
 	inst    *instance
@@ -263,7 +263,7 @@ func (w *World) startProxy() error {
 	}
 	w.inst = inst
 	initial := inst.events.drain()
-	sort.SliceStable(initial, func(i, j int) bool { return initial[i].key() < initial[j].key() })
+	sortEvents(initial)
 	for _, ev := range initial {
 		w.deliver(ev)
 	}
@@ -463,7 +463,7 @@ func (w *World) BreakWatch(d time.Duration) {
 }
 
 func (w *World) deliver(ev informerEvent) {
-	key := ev.kind + " " + ev.name()
+	key := w.names.of(ev)
 	te := trace.Event{Kind: trace.Object, Op: ev.op, Object: key}
 	if ev.resync {
 		te.Kind = trace.Resync

@@ -7,11 +7,12 @@
 package ipvs
 
 import (
-	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proxysim/proxysim/sim/proxy"
 )
 
 // VirtualServer is an IPVS service. Address is in its canonical text form.
@@ -65,8 +66,7 @@ func (r RealServer) sameAs(o RealServer) bool { return r.Address == o.Address &&
 
 // compareRealServers orders real servers by key text without building it.
 func compareRealServers(a, b RealServer) int {
-	var x, y [64]byte
-	return bytes.Compare(appendHostPort(x[:0], a.Address, a.Port), appendHostPort(y[:0], b.Address, b.Port))
+	return proxy.CompareHostPorts(a.Address, int32(a.Port), b.Address, int32(b.Port))
 }
 
 // appendHostPort appends what net.JoinHostPort(addr, port) returns.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -53,6 +54,9 @@ func (d *sliceData) sameAs(o *sliceData) bool {
 type serviceSlices struct {
 	applied map[string]*sliceData
 	pending map[string]*sliceData
+	// merged is merge(applied), kept from the checkout that made it: the
+	// next checkout's "before". Nil until the first checkout.
+	merged EndpointsMap
 }
 
 // EndpointSliceTrackerOptions tune endpoint conversion.
@@ -214,11 +218,33 @@ func canonicalIP(a string) (string, bool) {
 // port.
 func sameEndpoint(a, b *Endpoint) bool { return a.IP == b.IP && a.Port == b.Port }
 
-// compareEndpoints orders endpoints by their IP:port text, without building
-// it.
-func compareEndpoints(a, b *Endpoint) int {
-	var x, y [64]byte
-	return bytes.Compare(appendHostPort(x[:0], a.IP, a.Port), appendHostPort(y[:0], b.IP, b.Port))
+// compareEndpoints orders endpoints by their IP:port text.
+func compareEndpoints(a, b *Endpoint) int { return CompareHostPorts(a.IP, a.Port, b.IP, b.Port) }
+
+// CompareHostPorts orders two address:port pairs as their HostPort text
+// sorts, without building it (sorts and searches of endpoints and real
+// servers run at every sync).
+func CompareHostPorts(ipA string, portA int32, ipB string, portB int32) int {
+	if strings.IndexByte(ipA, ':') >= 0 || strings.IndexByte(ipB, ':') >= 0 {
+		var x, y [64]byte
+		return bytes.Compare(appendHostPort(x[:0], ipA, portA), appendHostPort(y[:0], ipB, portB))
+	}
+	n := min(len(ipA), len(ipB))
+	if ipA[:n] != ipB[:n] {
+		return strings.Compare(ipA[:n], ipB[:n])
+	}
+	// One address is a prefix of the other: the text goes on with ':' after
+	// the shorter one, and with no ':' in the longer one.
+	switch {
+	case len(ipA) < len(ipB):
+		return cmp.Compare(':', ipB[n])
+	case len(ipA) > len(ipB):
+		return cmp.Compare(ipA[n], ':')
+	case portA == portB:
+		return 0
+	}
+	var x, y [16]byte
+	return bytes.Compare(strconv.AppendInt(x[:0], int64(portA), 10), strconv.AppendInt(y[:0], int64(portB), 10))
 }
 
 // appendHostPort appends what HostPort returns.
@@ -302,7 +328,7 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 	out := make(map[types.NamespacedName]endpointsChange, len(t.dirty))
 	for name := range t.dirty {
 		ss := t.services[name]
-		prev := merge(ss.applied)
+		prev := ss.merged
 		for slice, d := range ss.pending {
 			if d.remove {
 				delete(ss.applied, slice)
@@ -310,8 +336,9 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 				ss.applied[slice] = d
 			}
 		}
-		ss.pending = map[string]*sliceData{}
-		out[name] = endpointsChange{previous: prev, current: merge(ss.applied)}
+		clear(ss.pending)
+		ss.merged = merge(ss.applied)
+		out[name] = endpointsChange{previous: prev, current: ss.merged}
 		if len(ss.applied) == 0 {
 			delete(t.services, name)
 		}

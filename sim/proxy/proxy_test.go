@@ -233,3 +233,20 @@ func TestSelectionTopologyHints(t *testing.T) {
 		t.Fatalf("no endpoint hinted for this zone: all, got %s", got)
 	}
 }
+
+func TestCompareHostPortsIsTextOrder(t *testing.T) {
+	ips := []string{"10.0.0.1", "10.0.0.10", "10.0.0.2", "10.0.0.100", "9.1.1.1", "1.2.3.4", "10.0.0.1", "::1", "fd00::1", "fd00::10", "2001:db8::1"}
+	ports := []int32{0, 8, 80, 443, 8080, 9, 10, 65535}
+	for _, a := range ips {
+		for _, b := range ips {
+			for _, p := range ports {
+				for _, q := range ports {
+					want := strings.Compare(HostPort(a, p), HostPort(b, q))
+					if got := CompareHostPorts(a, p, b, q); got != want {
+						t.Errorf("CompareHostPorts(%s, %d, %s, %d) = %d, want %d", a, p, b, q, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -65,11 +65,21 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // Recorder collects events. It is safe for concurrent use, though a
 // simulation records from one goroutine.
 type Recorder struct {
-	mu     sync.Mutex
-	start  time.Time
-	now    func() time.Time
-	events []Event
+	mu    sync.Mutex
+	start time.Time
+	now   func() time.Time
+	// Events are kept in blocks that are never moved: a replay of hours
+	// records hundreds of thousands of events, and one growing slice would
+	// copy them all again at every doubling.
+	blocks [][]Event
+	n      int
 }
+
+// Block sizes: small worlds stay small, long replays fill maxBlock at a time.
+const (
+	firstBlock = 64
+	maxBlock   = 8192
+)
 
 // NewRecorder records against a clock reading now, counting from start.
 func NewRecorder(start time.Time, now func() time.Time) *Recorder {
@@ -80,7 +90,17 @@ func NewRecorder(start time.Time, now func() time.Time) *Recorder {
 func (r *Recorder) Add(e Event) {
 	r.mu.Lock()
 	e.At = Duration(r.now().Sub(r.start))
-	r.events = append(r.events, e)
+	last := len(r.blocks) - 1
+	if last < 0 || len(r.blocks[last]) == cap(r.blocks[last]) {
+		size := firstBlock
+		if last >= 0 {
+			size = min(2*cap(r.blocks[last]), maxBlock)
+		}
+		r.blocks = append(r.blocks, make([]Event, 0, size))
+		last++
+	}
+	r.blocks[last] = append(r.blocks[last], e)
+	r.n++
 	r.mu.Unlock()
 }
 
@@ -94,14 +114,21 @@ func (r *Recorder) At(t time.Time) *Duration {
 func (r *Recorder) Events() []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Event(nil), r.events...)
+	if r.n == 0 {
+		return nil
+	}
+	out := make([]Event, 0, r.n)
+	for _, b := range r.blocks {
+		out = append(out, b...)
+	}
+	return out
 }
 
 // Len is the number of events so far.
 func (r *Recorder) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.events)
+	return r.n
 }
 
 // WriteJSONL writes every event as one JSON object per line (without

@@ -1,0 +1,34 @@
+package sim
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/cache"
+)
+
+// objectNames gives each object its trace name, "Kind namespace/name", built
+// once per object: every delivered event needs it (trace, latency maps), and
+// a replay delivers the same objects over and over.
+type objectNames map[objectID]string
+
+type objectID struct{ kind, namespace, name string }
+
+func (n *objectNames) of(ev informerEvent) string {
+	o := ev.obj
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		return ev.kind + " " + t.Key
+	}
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return ev.kind + " ?"
+	}
+	id := objectID{ev.kind, m.GetNamespace(), m.GetName()}
+	if s, ok := (*n)[id]; ok {
+		return s
+	}
+	if *n == nil {
+		*n = objectNames{}
+	}
+	s := ev.kind + " " + id.namespace + "/" + id.name
+	(*n)[id] = s
+	return s
+}
