@@ -409,10 +409,9 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 			}
 		}
 	}
-	// Both lists in key order: lookups by binary search, no keys built.
-	slices.SortFunc(cur, compareRealServers)
+	inCur := listed(cur)
 	for _, rs := range d.dsts {
-		if _, ok := slices.BinarySearchFunc(cur, rs, compareRealServers); ok {
+		if inCur(rs) {
 			for i := 0; i < mismatched; i++ {
 				do("update-rs", rsOp(d.vs, rs, " weight 1 (first sync)"), p.dp.IPVS.UpdateRealServer(d.vs, rs))
 			}
@@ -428,16 +427,41 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 		}
 		do("add-rs", rsOp(d.vs, rs, " weight "+strconv.Itoa(rs.Weight)), p.dp.IPVS.AddRealServer(d.vs, rs))
 	}
-	for i, rs := range cur {
-		if i > 0 && rs.sameAs(cur[i-1]) {
-			continue // listed twice: one delete, as keyed by a map
+	var stale []RealServer
+	wanted := listed(d.dsts) // already in key order
+	for _, rs := range cur {
+		if !wanted(rs) {
+			stale = append(stale, rs)
 		}
-		if _, ok := slices.BinarySearchFunc(d.dsts, rs, compareRealServers); ok {
-			continue
+	}
+	slices.SortFunc(stale, compareRealServers)
+	for i, rs := range stale {
+		if i > 0 && rs.sameAs(stale[i-1]) {
+			continue // listed twice: one delete, as keyed by a map
 		}
 		if err := p.graceful.Delete(d.vs, rs); err != nil {
 			do("delete-rs", rsOp(d.vs, rs, ""), err)
 		}
+	}
+}
+
+// listed returns a membership test for a listing of real servers: a scan
+// for the usual few, a sorted search for many.
+func listed(list []RealServer) func(RealServer) bool {
+	if len(list) <= 16 {
+		return func(rs RealServer) bool {
+			for _, o := range list {
+				if o.sameAs(rs) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	slices.SortFunc(list, compareRealServers)
+	return func(rs RealServer) bool {
+		_, ok := slices.BinarySearchFunc(list, rs, compareRealServers)
+		return ok
 	}
 }
 

@@ -401,16 +401,27 @@ type EndpointsMapResult struct {
 // Update applies the tracker's pending changes, replacing each changed
 // service's endpoints wholesale.
 func (m EndpointsMap) Update(t *EndpointSliceTracker) EndpointsMapResult {
+	res, _ := m.update(t)
+	return res
+}
+
+// update is Update, also reporting by how much the number of endpoints in m
+// changed.
+func (m EndpointsMap) update(t *EndpointSliceTracker) (EndpointsMapResult, int) {
 	var res EndpointsMapResult
+	delta := 0
 	for name, ch := range t.checkout() {
 		res.Updated = append(res.Updated, name)
 		for spn := range ch.previous {
+			delta -= len(m[spn])
 			delete(m, spn)
 		}
 		for spn, eps := range ch.current {
+			delta -= len(m[spn]) // a port another service's slices named
 			m[spn] = eps
+			delta += len(eps)
 		}
 	}
 	slices.SortFunc(res.Updated, CompareNames)
-	return res
+	return res, delta
 }

@@ -250,3 +250,40 @@ func TestCompareHostPortsIsTextOrder(t *testing.T) {
 		}
 	}
 }
+
+type nopBackend struct{}
+
+func (nopBackend) Sync(*SyncState) error { return nil }
+
+// Size keeps its endpoint count across syncs instead of recounting: it must
+// always equal a recount.
+func TestSizeCountsEndpointsAcrossSyncs(t *testing.T) {
+	p := NewProxier(v1.IPv4Protocol, "node-a", "", nopBackend{}, EndpointSliceTrackerOptions{})
+	check := func(when string) {
+		t.Helper()
+		if err := p.SyncProxyRules(); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, eps := range p.epMap {
+			want += len(eps)
+		}
+		if _, got := p.Size(); got != want {
+			t.Errorf("%s: Size reports %d endpoints, the map holds %d", when, got, want)
+		}
+	}
+	p.OnServiceAdd(svc("a", "10.96.0.1", port("http", 80)))
+	_ = p.OnEndpointSliceAdd(slice("a-1", "a", ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2"}))
+	_ = p.OnEndpointSliceAdd(slice("a-2", "a", ep{ip: "10.0.0.2"}, ep{ip: "10.0.0.3"}))
+	_ = p.OnServicesSynced()
+	_ = p.OnEndpointSlicesSynced()
+	check("start")
+	_ = p.OnEndpointSliceUpdate(nil, slice("a-2", "a", ep{ip: "10.0.0.4"}))
+	_ = p.OnEndpointSliceAdd(slice("b-1", "b", ep{ip: "10.0.1.1"}))
+	check("update and add")
+	_ = p.OnEndpointSliceDelete(slice("a-1", "a"))
+	check("delete")
+	_ = p.OnEndpointSliceDelete(slice("a-2", "a"))
+	_ = p.OnEndpointSliceDelete(slice("b-1", "b"))
+	check("all gone")
+}
