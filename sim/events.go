@@ -67,7 +67,23 @@ func sortEvents(evs []informerEvent) {
 
 // noop reports an update that changes nothing (resync, relist).
 func (e informerEvent) noop() bool {
-	return e.op == "update" && reflect.DeepEqual(e.old, e.obj)
+	return e.op == "update" && identical(e.old, e.obj)
+}
+
+// identical is reflect.DeepEqual, answered at once for the usual cases: the
+// same object, or two versions of one (resourceVersions differ).
+func identical(a, b any) bool {
+	ma, okA := a.(metav1.Object)
+	mb, okB := b.(metav1.Object)
+	if okA && okB {
+		if ma == mb {
+			return true
+		}
+		if ma.GetResourceVersion() != mb.GetResourceVersion() {
+			return false
+		}
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // eventQueue is an unbounded FIFO, so that an informer goroutine never

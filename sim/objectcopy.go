@@ -65,7 +65,7 @@ func equalButVersion(a, b runtime.Object) bool {
 func copySlice(in *discovery.EndpointSlice) *discovery.EndpointSlice {
 	out := new(discovery.EndpointSlice)
 	*out = *in
-	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	copyMeta(&in.ObjectMeta, &out.ObjectMeta)
 	if in.Endpoints != nil {
 		out.Endpoints = make([]discovery.Endpoint, len(in.Endpoints))
 		nAddr, nBool, nStr := 0, 0, 0
@@ -126,6 +126,18 @@ func copySlice(in *discovery.EndpointSlice) *discovery.EndpointSlice {
 		}
 	}
 	return out
+}
+
+// copyMeta is ObjectMeta.DeepCopyInto, cloning the label and annotation
+// maps whole when nothing else needs copying.
+func copyMeta(in, out *metav1.ObjectMeta) {
+	if in.DeletionTimestamp != nil || in.DeletionGracePeriodSeconds != nil || in.OwnerReferences != nil || in.Finalizers != nil || in.ManagedFields != nil {
+		in.DeepCopyInto(out)
+		return
+	}
+	*out = *in
+	out.Labels = maps.Clone(in.Labels)
+	out.Annotations = maps.Clone(in.Annotations)
 }
 
 func countSet[T any](ps ...*T) int {

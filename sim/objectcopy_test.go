@@ -60,8 +60,25 @@ func fullSlice() *discovery.EndpointSlice {
 	}
 }
 
+// plainMeta clears the metadata fields whose presence sends copyMeta to the
+// generated copy.
+func plainMeta(s *discovery.EndpointSlice) *discovery.EndpointSlice {
+	s.DeletionTimestamp, s.DeletionGracePeriodSeconds, s.OwnerReferences, s.Finalizers, s.ManagedFields = nil, nil, nil, nil, nil
+	return s
+}
+
 func TestCopySliceIsDeepAndEqual(t *testing.T) {
-	orig := fullSlice()
+	for _, plain := range []bool{false, true} {
+		build := fullSlice
+		if plain {
+			build = func() *discovery.EndpointSlice { return plainMeta(fullSlice()) }
+		}
+		testCopySlice(t, build)
+	}
+}
+
+func testCopySlice(t *testing.T, build func() *discovery.EndpointSlice) {
+	orig := build()
 	cp := copySlice(orig)
 	if !reflect.DeepEqual(orig, cp) {
 		t.Fatalf("copy differs:\n%#v\n%#v", orig, cp)
@@ -80,7 +97,8 @@ func TestCopySliceIsDeepAndEqual(t *testing.T) {
 	*cp.Ports[0].Protocol = "x"
 	*cp.Ports[0].AppProtocol = "x"
 	cp.Labels["k"] = "x"
-	if !reflect.DeepEqual(orig, fullSlice()) {
+	cp.Annotations["a"] = "x"
+	if !reflect.DeepEqual(orig, build()) {
 		t.Fatal("changing the copy changed the original")
 	}
 }

@@ -48,7 +48,18 @@ type sliceData struct {
 }
 
 func (d *sliceData) sameAs(o *sliceData) bool {
-	return d.remove == o.remove && reflect.DeepEqual(d.slice, o.slice)
+	if d.remove != o.remove {
+		return false
+	}
+	// Two versions of a slice differ at least in their resourceVersion:
+	// no need to walk them.
+	if d.slice == o.slice {
+		return true
+	}
+	if d.slice != nil && o.slice != nil && d.slice.ResourceVersion != o.slice.ResourceVersion {
+		return false
+	}
+	return reflect.DeepEqual(d.slice, o.slice)
 }
 
 type serviceSlices struct {
@@ -355,6 +366,9 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 		// The common case: one slice, whose lists are sorted at conversion
 		// and never mutated afterwards, so they can be shared.
 		for _, d := range slices {
+			if !hasEmpty(d.ports) {
+				return d.ports
+			}
 			out := make(EndpointsMap, len(d.ports))
 			for spn, eps := range d.ports {
 				if len(eps) > 0 {
@@ -383,6 +397,15 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 		sortEndpoints(eps)
 	}
 	return out
+}
+
+func hasEmpty(m map[ServicePortName][]*Endpoint) bool {
+	for _, eps := range m {
+		if len(eps) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func sortEndpoints(eps []*Endpoint) {
