@@ -226,7 +226,9 @@ func (f *IPVS) AddRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error {
 	rs.ActiveConn, rs.InactiveConn = 0, 0
 	// The kernel adds a destination at the head of its list (list_add), so
 	// the newest comes first: in listings and for the schedulers.
-	s.dests = append([]*dest{{rs: rs, available: true}}, s.dests...)
+	s.dests = append(s.dests, nil)
+	copy(s.dests[1:], s.dests)
+	s.dests[0] = &dest{rs: rs, available: true}
 	s.changed()
 	return nil
 }

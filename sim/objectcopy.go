@@ -59,33 +59,31 @@ func equalButVersion(a, b runtime.Object) bool {
 	return reflect.DeepEqual(p, q)
 }
 
-// copySlice deep-copies an EndpointSlice, taking the endpoints' addresses,
-// conditions and optional strings, and the ports' fields, from one block
-// each.
+// copySlice deep-copies an EndpointSlice: the endpoints' strings (addresses
+// and optional fields) come from one block, their conditions from another,
+// the ports' fields from a third.
 func copySlice(in *discovery.EndpointSlice) *discovery.EndpointSlice {
 	out := new(discovery.EndpointSlice)
 	*out = *in
 	copyMeta(&in.ObjectMeta, &out.ObjectMeta)
 	if in.Endpoints != nil {
 		out.Endpoints = make([]discovery.Endpoint, len(in.Endpoints))
-		nAddr, nBool, nStr := 0, 0, 0
+		nStr, nBool := 0, 0
 		for i := range in.Endpoints {
 			e := &in.Endpoints[i]
-			nAddr += len(e.Addresses)
+			nStr += len(e.Addresses) + countSet(e.Hostname, e.NodeName, e.Zone)
 			nBool += countSet(e.Conditions.Ready, e.Conditions.Serving, e.Conditions.Terminating)
-			nStr += countSet(e.Hostname, e.NodeName, e.Zone)
 		}
-		addrs := make([]string, nAddr)
+		strs := make([]string, nStr) // addresses and optional strings
 		bools := make([]bool, nBool)
-		strs := make([]string, nStr)
 		for i := range in.Endpoints {
 			e, o := &in.Endpoints[i], &out.Endpoints[i]
 			*o = *e
 			if e.Addresses != nil {
 				n := len(e.Addresses)
-				o.Addresses = addrs[:n:n]
+				o.Addresses = strs[:n:n]
 				copy(o.Addresses, e.Addresses)
-				addrs = addrs[n:]
+				strs = strs[n:]
 			}
 			o.Conditions.Ready = takeCopy(&bools, e.Conditions.Ready)
 			o.Conditions.Serving = takeCopy(&bools, e.Conditions.Serving)
@@ -106,23 +104,32 @@ func copySlice(in *discovery.EndpointSlice) *discovery.EndpointSlice {
 	}
 	if in.Ports != nil {
 		out.Ports = make([]discovery.EndpointPort, len(in.Ports))
-		var nStr, nProto, nPort int
-		for i := range in.Ports {
-			p := &in.Ports[i]
-			nStr += countSet(p.Name, p.AppProtocol)
-			nProto += countSet(p.Protocol)
-			nPort += countSet(p.Port)
+		// Each port's fields live in one element of one block.
+		type fields struct {
+			name, appProtocol string
+			protocol          v1.Protocol
+			port              int32
 		}
-		strs := make([]string, nStr)
-		protos := make([]v1.Protocol, nProto)
-		ports := make([]int32, nPort)
+		block := make([]fields, len(in.Ports))
 		for i := range in.Ports {
-			p, o := &in.Ports[i], &out.Ports[i]
+			p, o, f := &in.Ports[i], &out.Ports[i], &block[i]
 			*o = *p
-			o.Name = takeCopy(&strs, p.Name)
-			o.Protocol = takeCopy(&protos, p.Protocol)
-			o.Port = takeCopy(&ports, p.Port)
-			o.AppProtocol = takeCopy(&strs, p.AppProtocol)
+			if p.Name != nil {
+				f.name = *p.Name
+				o.Name = &f.name
+			}
+			if p.AppProtocol != nil {
+				f.appProtocol = *p.AppProtocol
+				o.AppProtocol = &f.appProtocol
+			}
+			if p.Protocol != nil {
+				f.protocol = *p.Protocol
+				o.Protocol = &f.protocol
+			}
+			if p.Port != nil {
+				f.port = *p.Port
+				o.Port = &f.port
+			}
 		}
 	}
 	return out

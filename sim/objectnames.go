@@ -21,14 +21,19 @@ func (n *objectNames) of(ev informerEvent) string {
 	if err != nil {
 		return ev.kind + " ?"
 	}
-	id := objectID{ev.kind, m.GetNamespace(), m.GetName()}
+	return n.key(ev.kind, m.GetNamespace(), m.GetName())
+}
+
+// key is the name of an object of a kind.
+func (n *objectNames) key(kind, namespace, name string) string {
+	id := objectID{kind, namespace, name}
 	if s, ok := (*n)[id]; ok {
 		return s
 	}
 	if *n == nil {
 		*n = objectNames{}
 	}
-	s := ev.kind + " " + id.namespace + "/" + id.name
+	s := kind + " " + namespace + "/" + name
 	(*n)[id] = s
 	return s
 }

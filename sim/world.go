@@ -405,7 +405,7 @@ func (w *World) write(obj any, update bool) error {
 // noteWrite remembers when an object was written, so that its propagation
 // latency counts from the API write even if the proxy hears of it later.
 func (w *World) noteWrite(kind string, key [2]string) {
-	w.written[kind+" "+key[0]+"/"+key[1]] = w.Now()
+	w.written[w.names.key(kind, key[0], key[1])] = w.Now()
 }
 
 // Delete removes an object ("Service" or "EndpointSlice").

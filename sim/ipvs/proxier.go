@@ -411,7 +411,7 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 	}
 	inCur := listed(cur)
 	for _, rs := range d.dsts {
-		if inCur(rs) {
+		if inCur.has(rs) {
 			for i := 0; i < mismatched; i++ {
 				do("update-rs", rsOp(d.vs, rs, " weight 1 (first sync)"), p.dp.IPVS.UpdateRealServer(d.vs, rs))
 			}
@@ -430,7 +430,7 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 	var stale []RealServer
 	wanted := listed(d.dsts) // already in key order
 	for _, rs := range cur {
-		if !wanted(rs) {
+		if !wanted.has(rs) {
 			stale = append(stale, rs)
 		}
 	}
@@ -445,24 +445,28 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 	}
 }
 
-// listed returns a membership test for a listing of real servers: a scan
-// for the usual few, a sorted search for many.
-func listed(list []RealServer) func(RealServer) bool {
-	if len(list) <= 16 {
-		return func(rs RealServer) bool {
-			for _, o := range list {
-				if o.sameAs(rs) {
-					return true
-				}
-			}
-			return false
-		}
+// realServerSet answers membership in a listing of real servers: by a scan
+// for the usual few, by a sorted search for many.
+type realServerSet []RealServer
+
+func listed(list []RealServer) realServerSet {
+	if len(list) > 16 {
+		slices.SortFunc(list, compareRealServers)
 	}
-	slices.SortFunc(list, compareRealServers)
-	return func(rs RealServer) bool {
-		_, ok := slices.BinarySearchFunc(list, rs, compareRealServers)
+	return list
+}
+
+func (s realServerSet) has(rs RealServer) bool {
+	if len(s) > 16 {
+		_, ok := slices.BinarySearchFunc(s, rs, compareRealServers)
 		return ok
 	}
+	for _, o := range s {
+		if o.sameAs(rs) {
+			return true
+		}
+	}
+	return false
 }
 
 // syncAddresses binds the addresses in bindNow that are not bound yet and
