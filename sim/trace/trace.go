@@ -68,11 +68,49 @@ type Recorder struct {
 	mu    sync.Mutex
 	start time.Time
 	now   func() time.Time
-	// Events are kept in blocks that are never moved: a replay of hours
-	// records hundreds of thousands of events, and one growing slice would
-	// copy them all again at every doubling.
-	blocks [][]Event
+	// A replay of hours records hundreds of thousands of events. They are
+	// kept as records without pointers, their strings interned in one table,
+	// so the garbage collector never scans them, in blocks that are never
+	// moved, so no doubling copies them all again.
+	blocks [][]record
 	n      int
+	strs   []string // strs[0] is ""
+	index  map[string]uint32
+}
+
+// record is an Event whose strings are indices into the recorder's table.
+type record struct {
+	at, until                          Duration
+	run                                int
+	hasUntil                           bool
+	kind, op, obj, why, detail, errMsg uint32
+}
+
+func (r *Recorder) intern(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	if i, ok := r.index[s]; ok {
+		return i
+	}
+	if r.index == nil {
+		r.index = map[string]uint32{}
+		r.strs = append(r.strs, "")
+	}
+	i := uint32(len(r.strs))
+	r.strs = append(r.strs, s)
+	r.index[s] = i
+	return i
+}
+
+func (r *Recorder) event(c *record) Event {
+	e := Event{At: c.at, Kind: r.strs[c.kind], Op: r.strs[c.op], Object: r.strs[c.obj], Why: r.strs[c.why],
+		Run: c.run, Detail: r.strs[c.detail], Err: r.strs[c.errMsg]}
+	if c.hasUntil {
+		u := c.until
+		e.Until = &u
+	}
+	return e
 }
 
 // Block sizes: small worlds stay small, long replays fill maxBlock at a time.
@@ -89,17 +127,22 @@ func NewRecorder(start time.Time, now func() time.Time) *Recorder {
 // Add stamps e with the current virtual time and records it.
 func (r *Recorder) Add(e Event) {
 	r.mu.Lock()
-	e.At = Duration(r.now().Sub(r.start))
+	c := record{at: Duration(r.now().Sub(r.start)), run: e.Run,
+		kind: r.intern(e.Kind), op: r.intern(e.Op), obj: r.intern(e.Object), why: r.intern(e.Why),
+		detail: r.intern(e.Detail), errMsg: r.intern(e.Err)}
+	if e.Until != nil {
+		c.until, c.hasUntil = *e.Until, true
+	}
 	last := len(r.blocks) - 1
 	if last < 0 || len(r.blocks[last]) == cap(r.blocks[last]) {
 		size := firstBlock
 		if last >= 0 {
 			size = min(2*cap(r.blocks[last]), maxBlock)
 		}
-		r.blocks = append(r.blocks, make([]Event, 0, size))
+		r.blocks = append(r.blocks, make([]record, 0, size))
 		last++
 	}
-	r.blocks[last] = append(r.blocks[last], e)
+	r.blocks[last] = append(r.blocks[last], c)
 	r.n++
 	r.mu.Unlock()
 }
@@ -119,7 +162,9 @@ func (r *Recorder) Events() []Event {
 	}
 	out := make([]Event, 0, r.n)
 	for _, b := range r.blocks {
-		out = append(out, b...)
+		for i := range b {
+			out = append(out, r.event(&b[i]))
+		}
 	}
 	return out
 }
