@@ -275,7 +275,7 @@ func appendHostPort(b []byte, ip string, port int32) []byte {
 // one already there replaces it unless the copy is terminating.
 func addEndpoints(set, eps []*Endpoint) []*Endpoint {
 	if len(set) == 0 && !hasDuplicates(eps) {
-		return append(set, eps...)
+		return eps // the callers' lists are their own
 	}
 	for _, e := range eps {
 		replaced := false
