@@ -171,7 +171,7 @@ func (s *watchSignal) has(r string) bool {
 	return s.watching[r]
 }
 
-func startInstance(client *fake.Clientset, tracker k8stesting.ObjectTracker, worldStop <-chan struct{}) (*instance, error) {
+func startInstance(client *fake.Clientset, store *objectStore, worldStop <-chan struct{}) (*instance, error) {
 	inst := &instance{events: newEventQueue(), stop: make(chan struct{})}
 	sig := &watchSignal{watching: map[string]bool{}}
 	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
@@ -179,7 +179,7 @@ func startInstance(client *fake.Clientset, tracker k8stesting.ObjectTracker, wor
 		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
 			opts = wa.ListOptions
 		}
-		wi, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
+		wi, err := store.watch(action.GetResource(), action.GetNamespace(), []metav1.ListOptions{opts}, true)
 		if err != nil {
 			return false, nil, err
 		}

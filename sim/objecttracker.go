@@ -27,9 +27,10 @@ import (
 // object (it is copied in and out), every write reaches the watchers of its
 // resource and namespace, List and Watch follow the tracker's per-resource
 // versions so that a reflector's List+Watch misses nothing — but it is cheap:
-// no action log, one copy in and one per watcher out, with a copier that
-// allocates a handful of blocks per EndpointSlice instead of one per field.
-// A stored object is never modified, only replaced.
+// no action log, one copy in and one per watcher out (none for the world's
+// own informers, see watch), with a copier that allocates a handful of
+// blocks per EndpointSlice instead of one per field. A stored object is
+// never modified, only replaced.
 //
 // It does not apply server-side apply patches: the world has no field
 // manager.
@@ -260,6 +261,14 @@ func (s *objectStore) List(gvr schema.GroupVersionResource, gvk schema.GroupVers
 // objects written after the given version, as client-go's tracker does, so
 // that nothing written between a List and its Watch is lost.
 func (s *objectStore) Watch(gvr schema.GroupVersionResource, ns string, opts ...metav1.ListOptions) (watch.Interface, error) {
+	return s.watch(gvr, ns, opts, false)
+}
+
+// watch opens a watch; a shared one is sent the stored objects themselves
+// instead of copies. Only the world's own informers get one: their handlers,
+// the proxy's, never modify an object (as no informer's handler may), and a
+// copy per event would be a third of the cost of a write.
+func (s *objectStore) watch(gvr schema.GroupVersionResource, ns string, opts []metav1.ListOptions, shared bool) (watch.Interface, error) {
 	replay, from := false, int64(0)
 	if len(opts) > 0 {
 		replay = true
@@ -272,7 +281,7 @@ func (s *objectStore) Watch(gvr schema.GroupVersionResource, ns string, opts ...
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.resource(gvr)
-	w := newStoreWatcher(s, r, ns)
+	w := newStoreWatcher(s, r, ns, shared)
 	r.watchers = append(r.watchers, w)
 	if replay {
 		var later []storedObject
@@ -289,8 +298,8 @@ func (s *objectStore) Watch(gvr schema.GroupVersionResource, ns string, opts ...
 	return w, nil
 }
 
-// notify sends a write to every watcher of its namespace, each with its own
-// copy. Called with the store locked.
+// notify sends a write to every watcher of its namespace. Called with the
+// store locked.
 func (r *resourceStore) notify(ns string, typ watch.EventType, obj runtime.Object) {
 	for _, w := range r.watchers {
 		if w.ns == metav1.NamespaceAll || w.ns == ns {
@@ -308,11 +317,12 @@ const watchBuffer = 256
 // blocking the writer; if its consumer falls that far behind, the excess
 // queues in order and a goroutine feeds it in as the consumer reads.
 type storeWatcher struct {
-	store *objectStore
-	res   *resourceStore
-	ns    string
-	ch    chan watch.Event
-	done  chan struct{}
+	store  *objectStore
+	res    *resourceStore
+	ns     string
+	shared bool // sent the stored objects, not copies
+	ch     chan watch.Event
+	done   chan struct{}
 
 	mu       sync.Mutex
 	stopped  bool
@@ -320,8 +330,8 @@ type storeWatcher struct {
 	overflow []watch.Event
 }
 
-func newStoreWatcher(s *objectStore, r *resourceStore, ns string) *storeWatcher {
-	return &storeWatcher{store: s, res: r, ns: ns, ch: make(chan watch.Event, watchBuffer), done: make(chan struct{})}
+func newStoreWatcher(s *objectStore, r *resourceStore, ns string, shared bool) *storeWatcher {
+	return &storeWatcher{store: s, res: r, ns: ns, shared: shared, ch: make(chan watch.Event, watchBuffer), done: make(chan struct{})}
 }
 
 func (w *storeWatcher) ResultChan() <-chan watch.Event { return w.ch }
@@ -332,7 +342,10 @@ func (w *storeWatcher) send(typ watch.EventType, obj runtime.Object) {
 	if w.stopped {
 		return
 	}
-	ev := watch.Event{Type: typ, Object: copyObject(obj)}
+	if !w.shared {
+		obj = copyObject(obj)
+	}
+	ev := watch.Event{Type: typ, Object: obj}
 	if len(w.overflow) == 0 {
 		select {
 		case w.ch <- ev:
