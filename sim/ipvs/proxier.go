@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -135,12 +134,12 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 		for _, e := range eps {
 			d.dsts = append(d.dsts, RealServer{Address: e.IP, Port: uint16(e.Port), Weight: 1})
 		}
-		// Endpoint lists come sorted by IP:port, which is the real servers'
-		// key order; sort anyway when they do not.
-		if !slices.IsSortedFunc(d.dsts, compareRealServers) {
+		// Endpoint lists come sorted by IP:port and unique, which is the
+		// real servers' key order; sort and deduplicate when they do not.
+		if !strictlyIncreasing(d.dsts) {
 			slices.SortStableFunc(d.dsts, compareRealServers)
+			d.dsts = slices.CompactFunc(d.dsts, RealServer.sameAs)
 		}
-		d.dsts = slices.CompactFunc(d.dsts, RealServer.sameAs)
 		out[vs.Key()] = d
 	}
 	for _, spn := range s.PortsOf(name) {
@@ -425,7 +424,7 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 				continue
 			}
 		}
-		do("add-rs", rsOp(d.vs, rs, " weight "+strconv.Itoa(rs.Weight)), p.dp.IPVS.AddRealServer(d.vs, rs))
+		do("add-rs", rsOpWeight(d.vs, rs), p.dp.IPVS.AddRealServer(d.vs, rs))
 	}
 	var stale []RealServer
 	wanted := listed(d.dsts) // already in key order
@@ -443,6 +442,15 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 			do("delete-rs", rsOp(d.vs, rs, ""), err)
 		}
 	}
+}
+
+func strictlyIncreasing(l []RealServer) bool {
+	for i := 1; i < len(l); i++ {
+		if compareRealServers(l[i-1], l[i]) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // realServerSet answers membership in a listing of real servers: by a scan

@@ -82,6 +82,17 @@ func appendHostPort(b []byte, addr string, port uint16) []byte {
 	return strconv.AppendUint(b, uint64(port), 10)
 }
 
+// rsOpWeight is rsOp with the suffix " weight N".
+func rsOpWeight(vs VirtualServer, rs RealServer) string {
+	var b [160]byte
+	out := vs.appendKey(b[:0])
+	out = append(out, " -> "...)
+	out = appendHostPort(out, rs.Address, rs.Port)
+	out = append(out, " weight "...)
+	out = strconv.AppendInt(out, int64(rs.Weight), 10)
+	return string(out)
+}
+
 // rsOp is an operation's detail "VS -> RS" plus a suffix, in one allocation.
 func rsOp(vs VirtualServer, rs RealServer, suffix string) string {
 	var b [160]byte

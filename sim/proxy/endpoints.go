@@ -135,7 +135,11 @@ func (t *EndpointSliceTracker) Update(slice *discovery.EndpointSlice, remove boo
 		return false, nil // deleting a slice we never had
 	}
 	if !remove {
-		data.ports = t.convert(slice, key)
+		var prev map[ServicePortName][]*Endpoint
+		if known != nil {
+			prev = known.ports
+		}
+		data.ports = t.convert(slice, key, prev)
 	}
 	ss.pending[slice.Name] = data
 	t.dirty[key] = true
@@ -146,7 +150,11 @@ func (t *EndpointSliceTracker) Update(slice *discovery.EndpointSlice, remove boo
 // name or a number are ignored, as are endpoints without an address; within
 // a slice, a later copy of an endpoint replaces an earlier one unless it is
 // terminating.
-func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types.NamespacedName) map[ServicePortName][]*Endpoint {
+//
+// Endpoints equal to ones of prev, the slice's previous conversion, are
+// taken from it: endpoints are never modified once converted, and a change
+// to a slice usually leaves most of them as they were.
+func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types.NamespacedName, prev map[ServicePortName][]*Endpoint) map[ServicePortName][]*Endpoint {
 	out := map[ServicePortName][]*Endpoint{}
 	for _, port := range slice.Ports {
 		if port.Name == nil || port.Port == nil || *port.Port == 0 {
@@ -157,7 +165,7 @@ func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types
 			proto = *port.Protocol
 		}
 		spn := ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
-		out[spn] = addEndpoints(out[spn], t.endpoints(slice, *port.Port))
+		out[spn] = addEndpoints(out[spn], t.endpoints(slice, *port.Port, prev[spn]))
 	}
 	for _, eps := range out {
 		sortEndpoints(eps)
@@ -165,10 +173,10 @@ func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types
 	return out
 }
 
-func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port int32) []*Endpoint {
-	// One block for the endpoints and one for the pointers: a slice is
-	// converted on every change.
-	block := make([]Endpoint, len(slice.Endpoints))
+func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port int32, prev []*Endpoint) []*Endpoint {
+	// New endpoints come from one block, with room for every endpoint from
+	// the first new one on, so that it never moves.
+	var block []Endpoint
 	eps := make([]*Endpoint, 0, len(slice.Endpoints))
 	for i := range slice.Endpoints {
 		ep := &slice.Endpoints[i]
@@ -179,8 +187,7 @@ func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port in
 		if !ok {
 			continue
 		}
-		e := &block[i]
-		*e = Endpoint{
+		e := Endpoint{
 			IP:          ip,
 			Port:        port,
 			Ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
@@ -205,9 +212,40 @@ func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port in
 			}
 			e.ZoneHints, e.NodeHints = uniqueSorted(e.ZoneHints), uniqueSorted(e.NodeHints)
 		}
-		eps = append(eps, e)
+		if old := findEndpoint(prev, i, ip, port); old != nil && endpointEqual(old, &e) {
+			eps = append(eps, old)
+			continue
+		}
+		if block == nil {
+			block = make([]Endpoint, 0, len(slice.Endpoints)-i)
+		}
+		block = append(block, e)
+		eps = append(eps, &block[len(block)-1])
 	}
 	return eps
+}
+
+// findEndpoint finds ip:port in a converted list (sorted by IP:port),
+// trying position hint first.
+func findEndpoint(list []*Endpoint, hint int, ip string, port int32) *Endpoint {
+	if len(list) == 0 {
+		return nil
+	}
+	if hint < len(list) && list[hint].IP == ip && list[hint].Port == port {
+		return list[hint]
+	}
+	i, ok := slices.BinarySearchFunc(list, ip, func(e *Endpoint, ip string) int { return CompareHostPorts(e.IP, e.Port, ip, port) })
+	if !ok {
+		return nil
+	}
+	return list[i]
+}
+
+// endpointEqual reports whether two endpoints are the same in every field.
+func endpointEqual(a, b *Endpoint) bool {
+	return a.IP == b.IP && a.Port == b.Port && a.Ready == b.Ready && a.Serving == b.Serving &&
+		a.Terminating == b.Terminating && a.NodeName == b.NodeName && a.Zone == b.Zone &&
+		slices.Equal(a.ZoneHints, b.ZoneHints) && slices.Equal(a.NodeHints, b.NodeHints) && a.IsLocal == b.IsLocal
 }
 
 // canonicalIP is an address in its canonical text form. A dotted-quad IPv4

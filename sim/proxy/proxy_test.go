@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -286,4 +287,68 @@ func TestSizeCountsEndpointsAcrossSyncs(t *testing.T) {
 	_ = p.OnEndpointSliceDelete(slice("a-2", "a"))
 	_ = p.OnEndpointSliceDelete(slice("b-1", "b"))
 	check("all gone")
+}
+
+// endpointEqual must look at every field: a changed field of any kind makes
+// two endpoints differ (this fails when Endpoint grows a field it misses).
+func TestEndpointEqualSeesEveryField(t *testing.T) {
+	base := Endpoint{IP: "10.0.0.1", Port: 80, NodeName: "n", Zone: "z", ZoneHints: []string{"z"}, NodeHints: []string{"n"}}
+	typ := reflect.TypeFor[Endpoint]()
+	for i := 0; i < typ.NumField(); i++ {
+		changed := base
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Int32:
+			f.SetInt(f.Int() + 1)
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"other"}))
+		default:
+			t.Fatalf("field %s of kind %v: teach this test and endpointEqual", typ.Field(i).Name, f.Kind())
+		}
+		if endpointEqual(&base, &changed) {
+			t.Errorf("endpointEqual misses a change of %s", typ.Field(i).Name)
+		}
+	}
+	same := base
+	if !endpointEqual(&base, &same) {
+		t.Error("an endpoint differs from its copy")
+	}
+}
+
+// A converted slice shares the endpoints that did not change with its
+// previous conversion, and only those.
+func TestConversionKeepsUnchangedEndpoints(t *testing.T) {
+	tr := NewEndpointSliceTracker(v1.IPv4Protocol, "node-a", EndpointSliceTrackerOptions{})
+	s1 := slice("a-1", "a", ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2"}, ep{ip: "10.0.0.3"})
+	if _, err := tr.Update(s1, false); err != nil {
+		t.Fatal(err)
+	}
+	s2 := slice("a-1", "a", ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2", ready: no}, ep{ip: "10.0.0.3"})
+	s2.ResourceVersion = "2"
+	if _, err := tr.Update(s2, false); err != nil {
+		t.Fatal(err)
+	}
+	ch := tr.checkout()[types.NamespacedName{Namespace: "ns", Name: "a"}]
+	var before, after []*Endpoint
+	for _, eps := range ch.current {
+		after = eps
+	}
+	// The first conversion is gone from the tracker; convert s1 again
+	// against s2's to compare.
+	for _, eps := range tr.convert(s1, types.NamespacedName{Namespace: "ns", Name: "a"}, ch.current) {
+		before = eps
+	}
+	if len(before) != 3 || len(after) != 3 {
+		t.Fatalf("lists %v, %v", names(before), names(after))
+	}
+	if before[0] != after[0] || before[2] != after[2] || before[1] == after[1] {
+		t.Errorf("sharing: %v %v %v", before[0] == after[0], before[1] == after[1], before[2] == after[2])
+	}
+	if after[1].Ready || !before[1].Ready {
+		t.Error("the changed endpoint kept its old state")
+	}
 }
