@@ -3,6 +3,8 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"sort"
 	"time"
@@ -63,6 +65,9 @@ type Proxier struct {
 	bindRefs map[string]int
 	needFull bool
 	lastFull time.Time
+	// ipText caches cluster IPs' text: desiredFor needs it for every
+	// changed service at every sync.
+	ipText map[netip.Addr]string
 }
 
 // New applies the startup sysctls and IPVS timeouts and returns a proxier.
@@ -157,7 +162,7 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 		if sp.ExternalPolicyLocal && len(sel.Local) > 0 {
 			external = sel.Local
 		}
-		add(sp.ClusterIP.String(), sp.Port, sp, internal, true)
+		add(p.clusterIPText(sp.ClusterIP), sp.Port, sp, internal, true)
 		for _, ip := range sp.ExternalIPs {
 			add(ip, sp.Port, sp, external, true)
 		}
@@ -170,6 +175,22 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 			}
 		}
 	}
+}
+
+func (p *Proxier) clusterIPText(ip net.IP) string {
+	key, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return ip.String()
+	}
+	if s, ok := p.ipText[key]; ok {
+		return s
+	}
+	if p.ipText == nil {
+		p.ipText = map[netip.Addr]string{}
+	}
+	s := ip.String()
+	p.ipText[key] = s
+	return s
 }
 
 // Sync programs IPVS to match the state. The first sync, a sync after any
