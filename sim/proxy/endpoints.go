@@ -333,7 +333,19 @@ func addEndpoints(set, eps []*Endpoint) []*Endpoint {
 	return set
 }
 
+func strictlyIncreasing(eps []*Endpoint) bool {
+	for i := 1; i < len(eps); i++ {
+		if compareEndpoints(eps[i-1], eps[i]) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func hasDuplicates(eps []*Endpoint) bool {
+	if strictlyIncreasing(eps) {
+		return false // the usual case, answered in one pass
+	}
 	for i, e := range eps {
 		for _, o := range eps[:i] {
 			if sameEndpoint(o, e) {

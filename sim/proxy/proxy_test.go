@@ -352,3 +352,23 @@ func TestConversionKeepsUnchangedEndpoints(t *testing.T) {
 		t.Error("the changed endpoint kept its old state")
 	}
 }
+
+func TestHasDuplicates(t *testing.T) {
+	e := func(ip string, port int32) *Endpoint { return &Endpoint{IP: ip, Port: port} }
+	for _, c := range []struct {
+		eps  []*Endpoint
+		want bool
+	}{
+		{nil, false},
+		{[]*Endpoint{e("10.0.0.1", 80)}, false},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.2", 80)}, false},
+		{[]*Endpoint{e("10.0.0.2", 80), e("10.0.0.1", 80)}, false},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.1", 80)}, true},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.2", 80), e("10.0.0.1", 80)}, true},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.1", 81)}, false},
+	} {
+		if got := hasDuplicates(c.eps); got != c.want {
+			t.Errorf("hasDuplicates(%v) = %v", names(c.eps), got)
+		}
+	}
+}
