@@ -151,8 +151,7 @@ func NewWorld(cfg Config) (*World, error) {
 	}
 	w := &World{
 		Clock: vclock.New(cfg.Start),
-		// The plain tracker: the field-managed one of NewClientset rebuilds a
-		// REST mapper on every write, which dominates a replay's cost.
+		// Its tracker is replaced by the world's store (install, below).
 		Client:     fake.NewSimpleClientset(),
 		store:      newObjectStore(),
 		cfg:        cfg,
