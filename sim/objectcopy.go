@@ -171,8 +171,10 @@ func takeCopy[T any](block *[]T, p *T) *T {
 
 // sliceEqual is reflect.DeepEqual of two EndpointSlices with their
 // resourceVersions blanked, without reflection on the common fields.
+// The endpoints, where a real change usually is, are compared before the
+// metadata's maps and lists.
 func sliceEqual(a, b *discovery.EndpointSlice) bool {
-	if a.TypeMeta != b.TypeMeta || !metaEqualButVersion(&a.ObjectMeta, &b.ObjectMeta) || a.AddressType != b.AddressType {
+	if a.TypeMeta != b.TypeMeta || a.Name != b.Name || a.Namespace != b.Namespace || a.AddressType != b.AddressType {
 		return false
 	}
 	if (a.Endpoints == nil) != (b.Endpoints == nil) || len(a.Endpoints) != len(b.Endpoints) {
@@ -192,7 +194,7 @@ func sliceEqual(a, b *discovery.EndpointSlice) bool {
 			return false
 		}
 	}
-	return true
+	return metaEqualButVersion(&a.ObjectMeta, &b.ObjectMeta)
 }
 
 func endpointEqual(a, b *discovery.Endpoint) bool {
