@@ -187,11 +187,15 @@ func (f *IPVS) RealServers(vs ipvs.VirtualServer) ([]ipvs.RealServer, error) {
 	if !ok {
 		return nil, fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
-	f.expire(f.now())
+	if len(f.conns)+len(f.templates) > 0 {
+		f.expire(f.now())
+	}
 	out := make([]ipvs.RealServer, 0, len(s.dests))
 	for _, d := range s.dests {
 		rs := d.rs
-		rs.ActiveConn, rs.InactiveConn = f.counters(d)
+		if len(f.conns) > 0 {
+			rs.ActiveConn, rs.InactiveConn = f.counters(d)
+		}
 		out = append(out, rs)
 	}
 	return out, nil
@@ -520,7 +524,7 @@ func (f *IPVS) connKey(proto, client, vsKey string) string { return proto + "|" 
 // expire removes connections and templates whose time is up, in time order,
 // so that a template outlives its last controlled connection by its timeout.
 func (f *IPVS) expire(now time.Time) {
-	if f.clock == nil {
+	if f.clock == nil || len(f.conns)+len(f.templates) == 0 {
 		return
 	}
 	for {
