@@ -24,7 +24,8 @@ type IPVS struct {
 	clock    clock.PassiveClock
 	sysctl   ipvs.Sysctl
 	kernel   ipvs.KernelVersion
-	services map[string]*service
+	services map[string]*service // by key text, for callers naming a virtual server
+	byID     map[vsID]*service   // the same, for the Handle calls of every sync
 	order    []*service
 	timeouts ipvs.Timeouts
 
@@ -32,6 +33,14 @@ type IPVS struct {
 	named     map[string]*conn // scenario connection names
 	templates map[string]*conn // by client ip|vs
 }
+
+// vsID identifies a virtual server as its key text does.
+type vsID struct {
+	proto, addr string
+	port        uint16
+}
+
+func idOf(vs ipvs.VirtualServer) vsID { return vsID{vs.Protocol, vs.Address, vs.Port} }
 
 type service struct {
 	vs      ipvs.VirtualServer
@@ -86,7 +95,7 @@ func NewIPVS(kernel string, s ipvs.Sysctl, clk clock.PassiveClock) *IPVS {
 	kv, _ := ipvs.ParseKernelVersion(kernel)
 	return &IPVS{
 		clock: clk, sysctl: s, kernel: kv,
-		services: map[string]*service{}, conns: map[string]*conn{}, named: map[string]*conn{}, templates: map[string]*conn{},
+		services: map[string]*service{}, byID: map[vsID]*service{}, conns: map[string]*conn{}, named: map[string]*conn{}, templates: map[string]*conn{},
 	}
 }
 
@@ -118,11 +127,12 @@ func (f *IPVS) VirtualServers() ([]ipvs.VirtualServer, error) {
 func (f *IPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.services[vs.Key()]; ok {
+	if _, ok := f.byID[idOf(vs)]; ok {
 		return fmt.Errorf("virtual server %s: file exists", vs.Key())
 	}
 	s := &service{vs: vs, wrrIdx: -1}
 	f.services[vs.Key()] = s
+	f.byID[idOf(vs)] = s
 	f.order = append(f.order, s)
 	return nil
 }
@@ -130,7 +140,7 @@ func (f *IPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
 func (f *IPVS) UpdateVirtualServer(vs ipvs.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
@@ -145,7 +155,7 @@ func (f *IPVS) UpdateVirtualServer(vs ipvs.VirtualServer) error {
 func (f *IPVS) DeleteVirtualServer(vs ipvs.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
@@ -153,6 +163,7 @@ func (f *IPVS) DeleteVirtualServer(vs ipvs.VirtualServer) error {
 		d.available = false
 	}
 	delete(f.services, vs.Key())
+	delete(f.byID, idOf(vs))
 	for i, o := range f.order {
 		if o == s {
 			f.order = append(f.order[:i], f.order[i+1:]...)
@@ -165,15 +176,19 @@ func (f *IPVS) DeleteVirtualServer(vs ipvs.VirtualServer) error {
 func (f *IPVS) RealServers(vs ipvs.VirtualServer) ([]ipvs.RealServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return nil, fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
-	f.expire(f.now())
+	if len(f.conns)+len(f.templates) > 0 {
+		f.expire(f.now())
+	}
 	out := make([]ipvs.RealServer, 0, len(s.dests))
 	for _, d := range s.dests {
 		rs := d.rs
-		rs.ActiveConn, rs.InactiveConn = f.counters(d)
+		if len(f.conns) > 0 {
+			rs.ActiveConn, rs.InactiveConn = f.counters(d)
+		}
 		out = append(out, rs)
 	}
 	return out, nil
@@ -198,17 +213,19 @@ func (f *IPVS) counters(d *dest) (active, inactive int) {
 func (f *IPVS) AddRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
-	if s.find(rs.Key()) != nil {
+	if s.findRS(rs) != nil {
 		return fmt.Errorf("real server %s: file exists", rs.Key())
 	}
 	rs.ActiveConn, rs.InactiveConn = 0, 0
 	// The kernel adds a destination at the head of its list (list_add), so
 	// the newest comes first: in listings and for the schedulers.
-	s.dests = append([]*dest{{rs: rs, available: true}}, s.dests...)
+	s.dests = append(s.dests, nil)
+	copy(s.dests[1:], s.dests)
+	s.dests[0] = &dest{rs: rs, available: true}
 	s.changed()
 	return nil
 }
@@ -252,15 +269,25 @@ func (f *IPVS) DeleteRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error
 }
 
 func (f *IPVS) dst(vs ipvs.VirtualServer, rs ipvs.RealServer) (*service, *dest, error) {
-	s, ok := f.services[vs.Key()]
+	s, ok := f.byID[idOf(vs)]
 	if !ok {
 		return nil, nil, fmt.Errorf("virtual server %s: no such process", vs.Key())
 	}
-	d := s.find(rs.Key())
+	d := s.findRS(rs)
 	if d == nil {
 		return nil, nil, fmt.Errorf("real server %s: no such process", rs.Key())
 	}
 	return s, d, nil
+}
+
+// findRS finds a destination by address and port, the fields of its key.
+func (s *service) findRS(rs ipvs.RealServer) *dest {
+	for _, d := range s.dests {
+		if d.rs.Address == rs.Address && d.rs.Port == rs.Port {
+			return d
+		}
+	}
+	return nil
 }
 
 func (s *service) find(key string) *dest {
@@ -490,7 +517,7 @@ func (f *IPVS) connKey(proto, client, vsKey string) string { return proto + "|" 
 // expire removes connections and templates whose time is up, in time order,
 // so that a template outlives its last controlled connection by its timeout.
 func (f *IPVS) expire(now time.Time) {
-	if f.clock == nil {
+	if f.clock == nil || len(f.conns)+len(f.templates) == 0 {
 		return
 	}
 	for {

@@ -19,7 +19,7 @@ type GracefulTerminationManager struct {
 	observe func(Op)
 
 	mu      sync.Mutex
-	pending map[string]gtEntry
+	pending map[gtKey]gtEntry
 	timer   clock.Timer
 }
 
@@ -28,14 +28,26 @@ type gtEntry struct {
 	rs RealServer
 }
 
-func gtKey(vs VirtualServer, rs RealServer) string { return vs.Key() + "/" + rs.Key() }
+// gtKey identifies a draining real server: its virtual server's key fields
+// and its own. InProgress runs for every wanted real server at every sync, so
+// no text is built for it.
+type gtKey struct {
+	proto, vsAddr string
+	vsPort        uint16
+	rsAddr        string
+	rsPort        uint16
+}
+
+func keyOf(vs VirtualServer, rs RealServer) gtKey {
+	return gtKey{proto: vs.Protocol, vsAddr: vs.Address, vsPort: vs.Port, rsAddr: rs.Address, rsPort: rs.Port}
+}
 
 // NewGracefulTerminationManager starts the periodic check on clk.
 func NewGracefulTerminationManager(h Handle, clk clock.WithDelayedExecution, observe func(Op)) *GracefulTerminationManager {
 	if observe == nil {
 		observe = func(Op) {}
 	}
-	m := &GracefulTerminationManager{h: h, clock: clk, observe: observe, pending: map[string]gtEntry{}}
+	m := &GracefulTerminationManager{h: h, clock: clk, observe: observe, pending: map[gtKey]gtEntry{}}
 	m.timer = clk.AfterFunc(CheckInterval, m.tick)
 	return m
 }
@@ -60,7 +72,10 @@ func (m *GracefulTerminationManager) Stop() {
 func (m *GracefulTerminationManager) InProgress(vs VirtualServer, rs RealServer) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.pending[gtKey(vs, rs)]
+	if len(m.pending) == 0 {
+		return false
+	}
+	_, ok := m.pending[keyOf(vs, rs)]
 	return ok
 }
 
@@ -81,7 +96,7 @@ func (m *GracefulTerminationManager) Pending() []string {
 // weight 1). If the delete fails, rs stays listed and the error is returned.
 func (m *GracefulTerminationManager) Cancel(vs VirtualServer, rs RealServer) error {
 	m.mu.Lock()
-	e, ok := m.pending[gtKey(vs, rs)]
+	e, ok := m.pending[keyOf(vs, rs)]
 	m.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%s -> %s is not draining", vs.Key(), rs.Key())
@@ -92,7 +107,7 @@ func (m *GracefulTerminationManager) Cancel(vs VirtualServer, rs RealServer) err
 		return err
 	}
 	m.mu.Lock()
-	delete(m.pending, gtKey(vs, rs))
+	delete(m.pending, keyOf(vs, rs))
 	m.mu.Unlock()
 	return nil
 }
@@ -114,7 +129,7 @@ func (m *GracefulTerminationManager) Delete(vs VirtualServer, rs RealServer) err
 		return err
 	}
 	m.mu.Lock()
-	m.pending[gtKey(vs, rs)] = gtEntry{vs: vs, rs: rs}
+	m.pending[keyOf(vs, rs)] = gtEntry{vs: vs, rs: rs}
 	m.mu.Unlock()
 	return nil
 }
@@ -128,14 +143,14 @@ func (m *GracefulTerminationManager) tryDelete(vs VirtualServer, rs RealServer) 
 		return false, err
 	}
 	for _, d := range dsts {
-		if d.Key() != rs.Key() {
+		if !d.sameAs(rs) {
 			continue
 		}
 		if !isConnectionless(vs.Protocol) && d.ActiveConn+d.InactiveConn > 0 {
 			return false, nil
 		}
 		err := m.h.DeleteRealServer(vs, d)
-		m.observe(Op{Name: "delete-rs", Detail: vs.Key() + " -> " + rs.Key(), Err: err})
+		m.observe(Op{Name: "delete-rs", Detail: rsOp(vs, rs, ""), Err: err})
 		return err == nil, err
 	}
 	return true, fmt.Errorf("real server %s -> %s not found", vs.Key(), rs.Key())
@@ -143,14 +158,20 @@ func (m *GracefulTerminationManager) tryDelete(vs VirtualServer, rs RealServer) 
 
 // Check deletes every draining real server whose connections have closed.
 func (m *GracefulTerminationManager) Check() {
+	// In the order of "VS/RS" text.
+	type ordered struct {
+		text string
+		key  gtKey
+	}
 	m.mu.Lock()
-	keys := make([]string, 0, len(m.pending))
-	for k := range m.pending {
-		keys = append(keys, k)
+	keys := make([]ordered, 0, len(m.pending))
+	for k, e := range m.pending {
+		keys = append(keys, ordered{e.vs.Key() + "/" + e.rs.Key(), k})
 	}
 	m.mu.Unlock()
-	sort.Strings(keys)
-	for _, k := range keys {
+	sort.Slice(keys, func(i, j int) bool { return keys[i].text < keys[j].text })
+	for _, o := range keys {
+		k := o.key
 		m.mu.Lock()
 		e, ok := m.pending[k]
 		m.mu.Unlock()

@@ -3,6 +3,9 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -62,6 +65,9 @@ type Proxier struct {
 	bindRefs map[string]int
 	needFull bool
 	lastFull time.Time
+	// ipText caches cluster IPs' text: desiredFor needs it for every
+	// changed service at every sync.
+	ipText map[netip.Addr]string
 }
 
 // New applies the startup sysctls and IPVS timeouts and returns a proxier.
@@ -117,7 +123,7 @@ func (p *Proxier) ensureSysctl(name string, want int) error {
 
 type desiredVS struct {
 	vs   VirtualServer
-	dsts map[string]RealServer
+	dsts []RealServer // sorted by key, unique
 	bind bool
 }
 
@@ -129,10 +135,15 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 		if sp.SessionAffinityClientIP {
 			vs.Persistent, vs.Timeout = true, uint32(sp.StickyMaxAgeSeconds)
 		}
-		d := &desiredVS{vs: vs, dsts: make(map[string]RealServer, len(eps)), bind: bind}
+		d := &desiredVS{vs: vs, dsts: make([]RealServer, 0, len(eps)), bind: bind}
 		for _, e := range eps {
-			rs := RealServer{Address: e.IP, Port: uint16(e.Port), Weight: 1}
-			d.dsts[rs.Key()] = rs
+			d.dsts = append(d.dsts, RealServer{Address: e.IP, Port: uint16(e.Port), Weight: 1})
+		}
+		// Endpoint lists come sorted by IP:port and unique, which is the
+		// real servers' key order; sort and deduplicate when they do not.
+		if !strictlyIncreasing(d.dsts) {
+			slices.SortStableFunc(d.dsts, compareRealServers)
+			d.dsts = slices.CompactFunc(d.dsts, RealServer.sameAs)
 		}
 		out[vs.Key()] = d
 	}
@@ -151,7 +162,7 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 		if sp.ExternalPolicyLocal && len(sel.Local) > 0 {
 			external = sel.Local
 		}
-		add(sp.ClusterIP.String(), sp.Port, sp, internal, true)
+		add(p.clusterIPText(sp.ClusterIP), sp.Port, sp, internal, true)
 		for _, ip := range sp.ExternalIPs {
 			add(ip, sp.Port, sp, external, true)
 		}
@@ -164,6 +175,22 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 			}
 		}
 	}
+}
+
+func (p *Proxier) clusterIPText(ip net.IP) string {
+	key, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return ip.String()
+	}
+	if s, ok := p.ipText[key]; ok {
+		return s
+	}
+	if p.ipText == nil {
+		p.ipText = map[netip.Addr]string{}
+	}
+	s := ip.String()
+	p.ipText[key] = s
+	return s
 }
 
 // Sync programs IPVS to match the state. The first sync, a sync after any
@@ -211,7 +238,7 @@ func (p *Proxier) fullSync(s *proxy.SyncState, do func(string, string, error)) e
 	for name := range s.ServicePortsIndex() {
 		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	slices.SortFunc(names, proxy.CompareNames)
 	for _, name := range names {
 		d := map[string]*desiredVS{}
 		p.desiredFor(s, name, d)
@@ -337,7 +364,9 @@ func (p *Proxier) partialSync(s *proxy.SyncState, do func(string, string, error)
 			if p.syncVirtualServer(nd, have[k], k, have, do) && nd.bind && old[k] == nil {
 				refs[nd.vs.Address]++
 			}
-			p.owners[k] = map[types.NamespacedName]bool{name: true}
+			if o := p.owners[k]; len(o) != 1 || !o[name] {
+				p.owners[k] = map[types.NamespacedName]bool{name: true}
+			}
 		}
 		stale := make([]string, 0)
 		for k := range old {
@@ -389,15 +418,6 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 		do("list-rs", d.vs.Key(), err)
 		return
 	}
-	have := map[string]RealServer{}
-	for _, rs := range cur {
-		have[rs.Key()] = rs
-	}
-	keys := make([]string, 0, len(d.dsts))
-	for k := range d.dsts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	// On the first sync after a restart, kube-proxy re-sets every wanted real
 	// server that exists once for each existing real server of the virtual
 	// server whose weight is not 1: the end state is weight 1 everywhere.
@@ -409,11 +429,11 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 			}
 		}
 	}
-	for _, k := range keys {
-		rs := d.dsts[k]
-		if _, ok := have[k]; ok {
+	inCur := listed(cur)
+	for _, rs := range d.dsts {
+		if inCur.has(rs) {
 			for i := 0; i < mismatched; i++ {
-				do("update-rs", d.vs.Key()+" -> "+rs.Key()+" weight 1 (first sync)", p.dp.IPVS.UpdateRealServer(d.vs, rs))
+				do("update-rs", rsOp(d.vs, rs, " weight 1 (first sync)"), p.dp.IPVS.UpdateRealServer(d.vs, rs))
 			}
 			if !p.graceful.InProgress(d.vs, rs) {
 				continue
@@ -421,24 +441,61 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 			// The endpoint came back while draining: delete it now and add
 			// it again below; if the delete fails, it is not re-added.
 			if err := p.graceful.Cancel(d.vs, rs); err != nil {
-				do("cancel-draining", d.vs.Key()+" -> "+rs.Key(), err)
+				do("cancel-draining", rsOp(d.vs, rs, ""), err)
 				continue
 			}
 		}
-		do("add-rs", d.vs.Key()+" -> "+rs.Key()+fmt.Sprintf(" weight %d", rs.Weight), p.dp.IPVS.AddRealServer(d.vs, rs))
+		do("add-rs", rsOpWeight(d.vs, rs), p.dp.IPVS.AddRealServer(d.vs, rs))
 	}
-	stale := make([]string, 0)
-	for k := range have {
-		if _, ok := d.dsts[k]; !ok {
-			stale = append(stale, k)
+	var stale []RealServer
+	wanted := listed(d.dsts) // already in key order
+	for _, rs := range cur {
+		if !wanted.has(rs) {
+			stale = append(stale, rs)
 		}
 	}
-	sort.Strings(stale)
-	for _, k := range stale {
-		if err := p.graceful.Delete(d.vs, have[k]); err != nil {
-			do("delete-rs", d.vs.Key()+" -> "+k, err)
+	slices.SortFunc(stale, compareRealServers)
+	for i, rs := range stale {
+		if i > 0 && rs.sameAs(stale[i-1]) {
+			continue // listed twice: one delete, as keyed by a map
+		}
+		if err := p.graceful.Delete(d.vs, rs); err != nil {
+			do("delete-rs", rsOp(d.vs, rs, ""), err)
 		}
 	}
+}
+
+func strictlyIncreasing(l []RealServer) bool {
+	for i := 1; i < len(l); i++ {
+		if compareRealServers(l[i-1], l[i]) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// realServerSet answers membership in a listing of real servers: by a scan
+// for the usual few, by a sorted search for many.
+type realServerSet []RealServer
+
+func listed(list []RealServer) realServerSet {
+	if len(list) > 16 {
+		slices.SortFunc(list, compareRealServers)
+	}
+	return list
+}
+
+func (s realServerSet) has(rs RealServer) bool {
+	if len(s) > 16 {
+		_, ok := slices.BinarySearchFunc(s, rs, compareRealServers)
+		return ok
+	}
+	for _, o := range s {
+		if o.sameAs(rs) {
+			return true
+		}
+	}
+	return false
 }
 
 // syncAddresses binds the addresses in bindNow that are not bound yet and

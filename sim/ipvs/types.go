@@ -8,9 +8,11 @@ package ipvs
 
 import (
 	"fmt"
-	"net"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/proxysim/proxysim/sim/proxy"
 )
 
 // VirtualServer is an IPVS service. Address is in its canonical text form.
@@ -25,7 +27,14 @@ type VirtualServer struct {
 
 // Key identifies a virtual server: protocol, address and port.
 func (v VirtualServer) Key() string {
-	return v.Protocol + " " + net.JoinHostPort(v.Address, strconv.Itoa(int(v.Port)))
+	var b [80]byte
+	return string(v.appendKey(b[:0]))
+}
+
+func (v VirtualServer) appendKey(b []byte) []byte {
+	b = append(b, v.Protocol...)
+	b = append(b, ' ')
+	return appendHostPort(b, v.Address, v.Port)
 }
 
 func (v VirtualServer) String() string {
@@ -47,7 +56,52 @@ type RealServer struct {
 }
 
 // Key identifies a real server within its virtual server.
-func (r RealServer) Key() string { return net.JoinHostPort(r.Address, strconv.Itoa(int(r.Port))) }
+func (r RealServer) Key() string {
+	var b [64]byte
+	return string(appendHostPort(b[:0], r.Address, r.Port))
+}
+
+// sameAs reports whether two real servers have the same key.
+func (r RealServer) sameAs(o RealServer) bool { return r.Address == o.Address && r.Port == o.Port }
+
+// compareRealServers orders real servers by key text without building it.
+func compareRealServers(a, b RealServer) int {
+	return proxy.CompareHostPorts(a.Address, int32(a.Port), b.Address, int32(b.Port))
+}
+
+// appendHostPort appends what net.JoinHostPort(addr, port) returns.
+func appendHostPort(b []byte, addr string, port uint16) []byte {
+	if strings.IndexByte(addr, ':') >= 0 {
+		b = append(b, '[')
+		b = append(b, addr...)
+		b = append(b, ']')
+	} else {
+		b = append(b, addr...)
+	}
+	b = append(b, ':')
+	return strconv.AppendUint(b, uint64(port), 10)
+}
+
+// rsOpWeight is rsOp with the suffix " weight N".
+func rsOpWeight(vs VirtualServer, rs RealServer) string {
+	var b [160]byte
+	out := vs.appendKey(b[:0])
+	out = append(out, " -> "...)
+	out = appendHostPort(out, rs.Address, rs.Port)
+	out = append(out, " weight "...)
+	out = strconv.AppendInt(out, int64(rs.Weight), 10)
+	return string(out)
+}
+
+// rsOp is an operation's detail "VS -> RS" plus a suffix, in one allocation.
+func rsOp(vs VirtualServer, rs RealServer, suffix string) string {
+	var b [160]byte
+	out := vs.appendKey(b[:0])
+	out = append(out, " -> "...)
+	out = appendHostPort(out, rs.Address, rs.Port)
+	out = append(out, suffix...)
+	return string(out)
+}
 
 // Timeouts are IPVS's connection timeouts (ipvsadm --set); zero means unset.
 type Timeouts struct {

@@ -1,8 +1,14 @@
 package proxy
 
 import (
+	"bytes"
+	"cmp"
+	"net/netip"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,12 +48,26 @@ type sliceData struct {
 }
 
 func (d *sliceData) sameAs(o *sliceData) bool {
-	return d.remove == o.remove && reflect.DeepEqual(d.slice, o.slice)
+	if d.remove != o.remove {
+		return false
+	}
+	// Two versions of a slice differ at least in their resourceVersion:
+	// no need to walk them.
+	if d.slice == o.slice {
+		return true
+	}
+	if d.slice != nil && o.slice != nil && d.slice.ResourceVersion != o.slice.ResourceVersion {
+		return false
+	}
+	return reflect.DeepEqual(d.slice, o.slice)
 }
 
 type serviceSlices struct {
 	applied map[string]*sliceData
 	pending map[string]*sliceData
+	// merged is merge(applied), kept from the checkout that made it: the
+	// next checkout's "before". Nil until the first checkout.
+	merged EndpointsMap
 }
 
 // EndpointSliceTrackerOptions tune endpoint conversion.
@@ -115,7 +135,11 @@ func (t *EndpointSliceTracker) Update(slice *discovery.EndpointSlice, remove boo
 		return false, nil // deleting a slice we never had
 	}
 	if !remove {
-		data.ports = t.convert(slice, key)
+		var prev map[ServicePortName][]*Endpoint
+		if known != nil {
+			prev = known.ports
+		}
+		data.ports = t.convert(slice, key, prev)
 	}
 	ss.pending[slice.Name] = data
 	t.dirty[key] = true
@@ -126,7 +150,11 @@ func (t *EndpointSliceTracker) Update(slice *discovery.EndpointSlice, remove boo
 // name or a number are ignored, as are endpoints without an address; within
 // a slice, a later copy of an endpoint replaces an earlier one unless it is
 // terminating.
-func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types.NamespacedName) map[ServicePortName][]*Endpoint {
+//
+// Endpoints equal to ones of prev, the slice's previous conversion, are
+// taken from it: endpoints are never modified once converted, and a change
+// to a slice usually leaves most of them as they were.
+func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types.NamespacedName, prev map[ServicePortName][]*Endpoint) map[ServicePortName][]*Endpoint {
 	out := map[ServicePortName][]*Endpoint{}
 	for _, port := range slice.Ports {
 		if port.Name == nil || port.Port == nil || *port.Port == 0 {
@@ -137,7 +165,7 @@ func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types
 			proto = *port.Protocol
 		}
 		spn := ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
-		out[spn] = addEndpoints(out[spn], t.endpoints(slice, *port.Port))
+		out[spn] = addEndpoints(out[spn], t.endpoints(slice, *port.Port, prev[spn]))
 	}
 	for _, eps := range out {
 		sortEndpoints(eps)
@@ -145,19 +173,22 @@ func (t *EndpointSliceTracker) convert(slice *discovery.EndpointSlice, svc types
 	return out
 }
 
-func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port int32) []*Endpoint {
+func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port int32, prev []*Endpoint) []*Endpoint {
+	// New endpoints come from one block, with room for every endpoint from
+	// the first new one on, so that it never moves.
+	var block []Endpoint
 	eps := make([]*Endpoint, 0, len(slice.Endpoints))
 	for i := range slice.Endpoints {
 		ep := &slice.Endpoints[i]
 		if len(ep.Addresses) == 0 {
 			continue
 		}
-		ip := netutils.ParseIPSloppy(ep.Addresses[0])
-		if ip == nil {
+		ip, ok := canonicalIP(ep.Addresses[0])
+		if !ok {
 			continue
 		}
-		e := &Endpoint{
-			IP:          ip.String(),
+		e := Endpoint{
+			IP:          ip,
 			Port:        port,
 			Ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
 			Serving:     ep.Conditions.Serving == nil || *ep.Conditions.Serving,
@@ -181,18 +212,113 @@ func (t *EndpointSliceTracker) endpoints(slice *discovery.EndpointSlice, port in
 			}
 			e.ZoneHints, e.NodeHints = uniqueSorted(e.ZoneHints), uniqueSorted(e.NodeHints)
 		}
-		eps = append(eps, e)
+		if old := findEndpoint(prev, i, ip, port); old != nil && endpointEqual(old, &e) {
+			eps = append(eps, old)
+			continue
+		}
+		if block == nil {
+			block = make([]Endpoint, 0, len(slice.Endpoints)-i)
+		}
+		block = append(block, e)
+		eps = append(eps, &block[len(block)-1])
 	}
 	return eps
+}
+
+// findEndpoint finds ip:port in a converted list (sorted by IP:port),
+// trying position hint first.
+func findEndpoint(list []*Endpoint, hint int, ip string, port int32) *Endpoint {
+	if len(list) == 0 {
+		return nil
+	}
+	if hint < len(list) && list[hint].IP == ip && list[hint].Port == port {
+		return list[hint]
+	}
+	i, ok := slices.BinarySearchFunc(list, ip, func(e *Endpoint, ip string) int { return CompareHostPorts(e.IP, e.Port, ip, port) })
+	if !ok {
+		return nil
+	}
+	return list[i]
+}
+
+// endpointEqual reports whether two endpoints are the same in every field.
+func endpointEqual(a, b *Endpoint) bool {
+	return a.IP == b.IP && a.Port == b.Port && a.Ready == b.Ready && a.Serving == b.Serving &&
+		a.Terminating == b.Terminating && a.NodeName == b.NodeName && a.Zone == b.Zone &&
+		slices.Equal(a.ZoneHints, b.ZoneHints) && slices.Equal(a.NodeHints, b.NodeHints) && a.IsLocal == b.IsLocal
+}
+
+// canonicalIP is an address in its canonical text form. A dotted-quad IPv4
+// address that netip accepts is already canonical, so the common case
+// allocates nothing; anything else goes through the sloppy parser.
+func canonicalIP(a string) (string, bool) {
+	if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
+		return a, true
+	}
+	ip := netutils.ParseIPSloppy(a)
+	if ip == nil {
+		return "", false
+	}
+	return ip.String(), true
+}
+
+// sameEndpoint reports whether two endpoints have the same IP:port, their
+// identity: the text form is a one-to-one function of a canonical IP and a
+// port.
+func sameEndpoint(a, b *Endpoint) bool { return a.IP == b.IP && a.Port == b.Port }
+
+// compareEndpoints orders endpoints by their IP:port text.
+func compareEndpoints(a, b *Endpoint) int { return CompareHostPorts(a.IP, a.Port, b.IP, b.Port) }
+
+// CompareHostPorts orders two address:port pairs as their HostPort text
+// sorts, without building it (sorts and searches of endpoints and real
+// servers run at every sync).
+func CompareHostPorts(ipA string, portA int32, ipB string, portB int32) int {
+	if strings.IndexByte(ipA, ':') >= 0 || strings.IndexByte(ipB, ':') >= 0 {
+		var x, y [64]byte
+		return bytes.Compare(appendHostPort(x[:0], ipA, portA), appendHostPort(y[:0], ipB, portB))
+	}
+	n := min(len(ipA), len(ipB))
+	if ipA[:n] != ipB[:n] {
+		return strings.Compare(ipA[:n], ipB[:n])
+	}
+	// One address is a prefix of the other: the text goes on with ':' after
+	// the shorter one, and with no ':' in the longer one.
+	switch {
+	case len(ipA) < len(ipB):
+		return cmp.Compare(':', ipB[n])
+	case len(ipA) > len(ipB):
+		return cmp.Compare(ipA[n], ':')
+	case portA == portB:
+		return 0
+	}
+	var x, y [16]byte
+	return bytes.Compare(strconv.AppendInt(x[:0], int64(portA), 10), strconv.AppendInt(y[:0], int64(portB), 10))
+}
+
+// appendHostPort appends what HostPort returns.
+func appendHostPort(b []byte, ip string, port int32) []byte {
+	if strings.IndexByte(ip, ':') >= 0 {
+		b = append(b, '[')
+		b = append(b, ip...)
+		b = append(b, ']')
+	} else {
+		b = append(b, ip...)
+	}
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(port), 10)
 }
 
 // addEndpoints adds eps to set, in order: a new endpoint is added; a copy of
 // one already there replaces it unless the copy is terminating.
 func addEndpoints(set, eps []*Endpoint) []*Endpoint {
+	if len(set) == 0 && !hasDuplicates(eps) {
+		return eps // the callers' lists are their own
+	}
 	for _, e := range eps {
 		replaced := false
 		for i, have := range set {
-			if have.String() == e.String() {
+			if sameEndpoint(have, e) {
 				if !e.Terminating {
 					set[i] = e
 				}
@@ -205,6 +331,29 @@ func addEndpoints(set, eps []*Endpoint) []*Endpoint {
 		}
 	}
 	return set
+}
+
+func strictlyIncreasing(eps []*Endpoint) bool {
+	for i := 1; i < len(eps); i++ {
+		if compareEndpoints(eps[i-1], eps[i]) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func hasDuplicates(eps []*Endpoint) bool {
+	if strictlyIncreasing(eps) {
+		return false // the usual case, answered in one pass
+	}
+	for i, e := range eps {
+		for _, o := range eps[:i] {
+			if sameEndpoint(o, e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func uniqueSorted(s []string) []string {
@@ -240,7 +389,7 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 	out := make(map[types.NamespacedName]endpointsChange, len(t.dirty))
 	for name := range t.dirty {
 		ss := t.services[name]
-		prev := merge(ss.applied)
+		prev := ss.merged
 		for slice, d := range ss.pending {
 			if d.remove {
 				delete(ss.applied, slice)
@@ -248,8 +397,9 @@ func (t *EndpointSliceTracker) checkout() map[types.NamespacedName]endpointsChan
 				ss.applied[slice] = d
 			}
 		}
-		ss.pending = map[string]*sliceData{}
-		out[name] = endpointsChange{previous: prev, current: merge(ss.applied)}
+		clear(ss.pending)
+		ss.merged = merge(ss.applied)
+		out[name] = endpointsChange{previous: prev, current: ss.merged}
 		if len(ss.applied) == 0 {
 			delete(t.services, name)
 		}
@@ -266,6 +416,9 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 		// The common case: one slice, whose lists are sorted at conversion
 		// and never mutated afterwards, so they can be shared.
 		for _, d := range slices {
+			if !hasEmpty(d.ports) {
+				return d.ports
+			}
 			out := make(EndpointsMap, len(d.ports))
 			for spn, eps := range d.ports {
 				if len(eps) > 0 {
@@ -296,8 +449,19 @@ func merge(slices map[string]*sliceData) EndpointsMap {
 	return out
 }
 
+func hasEmpty(m map[ServicePortName][]*Endpoint) bool {
+	for _, eps := range m {
+		if len(eps) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func sortEndpoints(eps []*Endpoint) {
-	sort.Slice(eps, func(i, j int) bool { return eps[i].String() < eps[j].String() })
+	if !slices.IsSortedFunc(eps, compareEndpoints) {
+		slices.SortFunc(eps, compareEndpoints)
+	}
 }
 
 // EndpointsMapResult says what an Update of an EndpointsMap changed.
@@ -310,16 +474,27 @@ type EndpointsMapResult struct {
 // Update applies the tracker's pending changes, replacing each changed
 // service's endpoints wholesale.
 func (m EndpointsMap) Update(t *EndpointSliceTracker) EndpointsMapResult {
+	res, _ := m.update(t)
+	return res
+}
+
+// update is Update, also reporting by how much the number of endpoints in m
+// changed.
+func (m EndpointsMap) update(t *EndpointSliceTracker) (EndpointsMapResult, int) {
 	var res EndpointsMapResult
+	delta := 0
 	for name, ch := range t.checkout() {
 		res.Updated = append(res.Updated, name)
 		for spn := range ch.previous {
+			delta -= len(m[spn])
 			delete(m, spn)
 		}
 		for spn, eps := range ch.current {
+			delta -= len(m[spn]) // a port another service's slices named
 			m[spn] = eps
+			delta += len(eps)
 		}
 	}
-	sort.Slice(res.Updated, func(i, j int) bool { return res.Updated[i].String() < res.Updated[j].String() })
-	return res
+	slices.SortFunc(res.Updated, CompareNames)
+	return res, delta
 }

@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"sort"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -48,7 +48,7 @@ func (s *SyncState) Changed() []types.NamespacedName {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	slices.SortFunc(out, CompareNames)
 	return out
 }
 
@@ -73,6 +73,8 @@ type Proxier struct {
 	syncer    Syncer
 	nodeName  string
 	zone      string
+
+	nEndpoints int // endpoints in epMap, kept by each sync for Size
 
 	servicesSynced, endpointsSynced bool
 	initialized                     bool
@@ -164,11 +166,13 @@ func (p *Proxier) SyncProxyRules() error {
 		return nil
 	}
 	p.syncs++
+	epChanges, delta := p.epMap.update(p.endpoints)
+	p.nEndpoints += delta
 	st := &SyncState{
 		Services:         p.svcMap,
 		Endpoints:        p.epMap,
 		ServiceChanges:   p.svcMap.Update(p.services),
-		EndpointsChanges: p.epMap.Update(p.endpoints),
+		EndpointsChanges: epChanges,
 		NodeName:         p.nodeName,
 		Zone:             p.zone,
 		ports:            p.ports,
@@ -188,10 +192,7 @@ func (p *Proxier) SyncProxyRules() error {
 func (p *Proxier) Size() (servicePorts, endpoints int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, eps := range p.epMap {
-		endpoints += len(eps)
-	}
-	return len(p.svcMap), endpoints
+	return len(p.svcMap), p.nEndpoints
 }
 
 // Syncs counts the syncs that ran (direct or through the runner).

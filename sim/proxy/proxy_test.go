@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -231,5 +232,143 @@ func TestSelectionTopologyHints(t *testing.T) {
 	eps[2].ZoneHints = []string{"b"}
 	if got := names(SelectEndpoints(sp, eps, "node-z", "c").Cluster); got != "10.0.0.1,10.0.0.2,10.0.0.3" {
 		t.Fatalf("no endpoint hinted for this zone: all, got %s", got)
+	}
+}
+
+func TestCompareHostPortsIsTextOrder(t *testing.T) {
+	ips := []string{"10.0.0.1", "10.0.0.10", "10.0.0.2", "10.0.0.100", "9.1.1.1", "1.2.3.4", "10.0.0.1", "::1", "fd00::1", "fd00::10", "2001:db8::1"}
+	ports := []int32{0, 8, 80, 443, 8080, 9, 10, 65535}
+	for _, a := range ips {
+		for _, b := range ips {
+			for _, p := range ports {
+				for _, q := range ports {
+					want := strings.Compare(HostPort(a, p), HostPort(b, q))
+					if got := CompareHostPorts(a, p, b, q); got != want {
+						t.Errorf("CompareHostPorts(%s, %d, %s, %d) = %d, want %d", a, p, b, q, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+type nopBackend struct{}
+
+func (nopBackend) Sync(*SyncState) error { return nil }
+
+// Size keeps its endpoint count across syncs instead of recounting: it must
+// always equal a recount.
+func TestSizeCountsEndpointsAcrossSyncs(t *testing.T) {
+	p := NewProxier(v1.IPv4Protocol, "node-a", "", nopBackend{}, EndpointSliceTrackerOptions{})
+	check := func(when string) {
+		t.Helper()
+		if err := p.SyncProxyRules(); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, eps := range p.epMap {
+			want += len(eps)
+		}
+		if _, got := p.Size(); got != want {
+			t.Errorf("%s: Size reports %d endpoints, the map holds %d", when, got, want)
+		}
+	}
+	p.OnServiceAdd(svc("a", "10.96.0.1", port("http", 80)))
+	_ = p.OnEndpointSliceAdd(slice("a-1", "a", ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2"}))
+	_ = p.OnEndpointSliceAdd(slice("a-2", "a", ep{ip: "10.0.0.2"}, ep{ip: "10.0.0.3"}))
+	_ = p.OnServicesSynced()
+	_ = p.OnEndpointSlicesSynced()
+	check("start")
+	_ = p.OnEndpointSliceUpdate(nil, slice("a-2", "a", ep{ip: "10.0.0.4"}))
+	_ = p.OnEndpointSliceAdd(slice("b-1", "b", ep{ip: "10.0.1.1"}))
+	check("update and add")
+	_ = p.OnEndpointSliceDelete(slice("a-1", "a"))
+	check("delete")
+	_ = p.OnEndpointSliceDelete(slice("a-2", "a"))
+	_ = p.OnEndpointSliceDelete(slice("b-1", "b"))
+	check("all gone")
+}
+
+// endpointEqual must look at every field: a changed field of any kind makes
+// two endpoints differ (this fails when Endpoint grows a field it misses).
+func TestEndpointEqualSeesEveryField(t *testing.T) {
+	base := Endpoint{IP: "10.0.0.1", Port: 80, NodeName: "n", Zone: "z", ZoneHints: []string{"z"}, NodeHints: []string{"n"}}
+	typ := reflect.TypeFor[Endpoint]()
+	for i := 0; i < typ.NumField(); i++ {
+		changed := base
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Int32:
+			f.SetInt(f.Int() + 1)
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"other"}))
+		default:
+			t.Fatalf("field %s of kind %v: teach this test and endpointEqual", typ.Field(i).Name, f.Kind())
+		}
+		if endpointEqual(&base, &changed) {
+			t.Errorf("endpointEqual misses a change of %s", typ.Field(i).Name)
+		}
+	}
+	same := base
+	if !endpointEqual(&base, &same) {
+		t.Error("an endpoint differs from its copy")
+	}
+}
+
+// A converted slice shares the endpoints that did not change with its
+// previous conversion, and only those.
+func TestConversionKeepsUnchangedEndpoints(t *testing.T) {
+	tr := NewEndpointSliceTracker(v1.IPv4Protocol, "node-a", EndpointSliceTrackerOptions{})
+	s1 := slice("a-1", "a", ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2"}, ep{ip: "10.0.0.3"})
+	if _, err := tr.Update(s1, false); err != nil {
+		t.Fatal(err)
+	}
+	s2 := slice("a-1", "a", ep{ip: "10.0.0.1"}, ep{ip: "10.0.0.2", ready: no}, ep{ip: "10.0.0.3"})
+	s2.ResourceVersion = "2"
+	if _, err := tr.Update(s2, false); err != nil {
+		t.Fatal(err)
+	}
+	ch := tr.checkout()[types.NamespacedName{Namespace: "ns", Name: "a"}]
+	var before, after []*Endpoint
+	for _, eps := range ch.current {
+		after = eps
+	}
+	// The first conversion is gone from the tracker; convert s1 again
+	// against s2's to compare.
+	for _, eps := range tr.convert(s1, types.NamespacedName{Namespace: "ns", Name: "a"}, ch.current) {
+		before = eps
+	}
+	if len(before) != 3 || len(after) != 3 {
+		t.Fatalf("lists %v, %v", names(before), names(after))
+	}
+	if before[0] != after[0] || before[2] != after[2] || before[1] == after[1] {
+		t.Errorf("sharing: %v %v %v", before[0] == after[0], before[1] == after[1], before[2] == after[2])
+	}
+	if after[1].Ready || !before[1].Ready {
+		t.Error("the changed endpoint kept its old state")
+	}
+}
+
+func TestHasDuplicates(t *testing.T) {
+	e := func(ip string, port int32) *Endpoint { return &Endpoint{IP: ip, Port: port} }
+	for _, c := range []struct {
+		eps  []*Endpoint
+		want bool
+	}{
+		{nil, false},
+		{[]*Endpoint{e("10.0.0.1", 80)}, false},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.2", 80)}, false},
+		{[]*Endpoint{e("10.0.0.2", 80), e("10.0.0.1", 80)}, false},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.1", 80)}, true},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.2", 80), e("10.0.0.1", 80)}, true},
+		{[]*Endpoint{e("10.0.0.1", 80), e("10.0.0.1", 81)}, false},
+	} {
+		if got := hasDuplicates(c.eps); got != c.want {
+			t.Errorf("hasDuplicates(%v) = %v", names(c.eps), got)
+		}
 	}
 }

@@ -7,9 +7,11 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -296,7 +298,7 @@ func (m ServiceMap) Update(t *ServiceChangeTracker) ServiceMapResult {
 			m[spn] = p
 		}
 	}
-	sort.Slice(res.Updated, func(i, j int) bool { return res.Updated[i].String() < res.Updated[j].String() })
+	slices.SortFunc(res.Updated, CompareNames)
 	sort.Strings(res.DeletedUDP)
 	return res
 }
@@ -312,6 +314,19 @@ func lessSPN(a, b ServicePortName) bool {
 		return a.Port < b.Port
 	}
 	return a.Protocol < b.Protocol
+}
+
+// CompareNames orders services by their "namespace/name" text, as a sort
+// of their String() would, without building it.
+func CompareNames(a, b types.NamespacedName) int {
+	var x, y [128]byte
+	return bytes.Compare(appendName(x[:0], a), appendName(y[:0], b))
+}
+
+func appendName(b []byte, n types.NamespacedName) []byte {
+	b = append(b, n.Namespace...)
+	b = append(b, '/')
+	return append(b, n.Name...)
 }
 
 // HostPort joins an address and port for display and keys.

@@ -34,20 +34,9 @@ func SelectEndpoints(svc *ServicePort, eps []*Endpoint, nodeName, zone string) S
 	}
 	if svc.UsesClusterEndpoints() {
 		mode := topologyMode(eps, nodeName, zone)
-		for _, e := range eps {
-			if e.Ready && forTopology(e, mode, nodeName, zone) {
-				sel.Cluster = append(sel.Cluster, e)
-			}
-		}
+		sel.Cluster = filterEndpoints(eps, func(e *Endpoint) bool { return e.Ready && forTopology(e, mode, nodeName, zone) })
 		if len(sel.Cluster) == 0 {
-			for _, e := range eps {
-				if e.Serving && e.Terminating {
-					sel.Cluster = append(sel.Cluster, e)
-				}
-			}
-		}
-		if sel.Cluster == nil {
-			sel.Cluster = []*Endpoint{}
+			sel.Cluster = filterEndpoints(eps, func(e *Endpoint) bool { return e.Serving && e.Terminating })
 		}
 		sel.HasAnyEndpoints = len(sel.Cluster) > 0
 	}
@@ -74,6 +63,28 @@ func SelectEndpoints(svc *ServicePort, eps []*Endpoint, nodeName, zone string) S
 		}
 	}
 	return sel
+}
+
+// filterEndpoints returns the endpoints keep accepts, in order, never nil:
+// eps itself, capped so that an append cannot reach its array, when it
+// accepts them all (selection runs for every changed service at every sync).
+func filterEndpoints(eps []*Endpoint, keep func(*Endpoint) bool) []*Endpoint {
+	n := 0
+	for _, e := range eps {
+		if keep(e) {
+			n++
+		}
+	}
+	if n == len(eps) {
+		return eps[:n:n]
+	}
+	out := make([]*Endpoint, 0, n)
+	for _, e := range eps {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func topologyMode(eps []*Endpoint, nodeName, zone string) string {

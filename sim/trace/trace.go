@@ -67,17 +67,71 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // Keep bounds what it holds, and Stream writes each event out as it comes,
 // so that a long replay needs no memory for its trace.
 type Recorder struct {
-	mu        sync.Mutex
-	start     time.Time
-	now       func() time.Time
-	events    []Event
-	keep      int // 0: all
-	head      int // ring start when keep > 0 and the ring is full
-	total     int
+	mu    sync.Mutex
+	start time.Time
+	now   func() time.Time
+	total int
+
+	// Keeping everything: a replay of hours records hundreds of thousands
+	// of events. They are kept as records without pointers, their strings
+	// interned in one table, so the garbage collector never scans them, in
+	// blocks that are never moved, so no doubling copies them all again.
+	blocks [][]record
+	n      int
+	strs   []string // strs[0] is ""
+	index  map[string]uint32
+
+	// Keeping the last keep events: a ring of plain events, no table (its
+	// strings would outlive the events).
+	keep int
+	ring []Event
+	head int
+
 	sink      *json.Encoder
 	sinkErr   error
 	observers []func(Event)
 }
+
+// record is an Event whose strings are indices into the recorder's table.
+type record struct {
+	at, until                          Duration
+	run                                int
+	hasUntil                           bool
+	kind, op, obj, why, detail, errMsg uint32
+}
+
+func (r *Recorder) intern(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	if i, ok := r.index[s]; ok {
+		return i
+	}
+	if r.index == nil {
+		r.index = map[string]uint32{}
+		r.strs = append(r.strs, "")
+	}
+	i := uint32(len(r.strs))
+	r.strs = append(r.strs, s)
+	r.index[s] = i
+	return i
+}
+
+func (r *Recorder) event(c *record) Event {
+	e := Event{At: c.at, Kind: r.strs[c.kind], Op: r.strs[c.op], Object: r.strs[c.obj], Why: r.strs[c.why],
+		Run: c.run, Detail: r.strs[c.detail], Err: r.strs[c.errMsg]}
+	if c.hasUntil {
+		u := c.until
+		e.Until = &u
+	}
+	return e
+}
+
+// Block sizes: small worlds stay small, long replays fill maxBlock at a time.
+const (
+	firstBlock = 64
+	maxBlock   = 8192
+)
 
 // NewRecorder records against a clock reading now, counting from start.
 func NewRecorder(start time.Time, now func() time.Time) *Recorder {
@@ -89,11 +143,12 @@ func NewRecorder(start time.Time, now func() time.Time) *Recorder {
 func (r *Recorder) Keep(n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = r.ordered()
-	if n > 0 && len(r.events) > n {
-		r.events = append([]Event(nil), r.events[len(r.events)-n:]...)
+	if n <= 0 {
+		return
 	}
-	r.keep, r.head = n, 0
+	held := r.held(n)
+	r.blocks, r.n, r.strs, r.index = nil, 0, nil, nil
+	r.keep, r.ring, r.head = n, append(make([]Event, 0, n), held...), 0
 }
 
 // Stream writes every event recorded from now on to w as a JSON line, as
@@ -125,12 +180,15 @@ func (r *Recorder) Add(e Event) {
 	r.mu.Lock()
 	e.At = Duration(r.now().Sub(r.start))
 	r.total++
-	switch {
-	case r.keep <= 0 || len(r.events) < r.keep:
-		r.events = append(r.events, e)
-	default:
-		r.events[r.head] = e
-		r.head = (r.head + 1) % r.keep
+	if r.keep > 0 {
+		if len(r.ring) < r.keep {
+			r.ring = append(r.ring, e)
+		} else {
+			r.ring[r.head] = e
+			r.head = (r.head + 1) % r.keep
+		}
+	} else {
+		r.record(e)
 	}
 	if r.sink != nil && r.sinkErr == nil {
 		r.sinkErr = r.sink.Encode(e)
@@ -142,18 +200,58 @@ func (r *Recorder) Add(e Event) {
 	}
 }
 
+func (r *Recorder) record(e Event) {
+	c := record{at: e.At, run: e.Run,
+		kind: r.intern(e.Kind), op: r.intern(e.Op), obj: r.intern(e.Object), why: r.intern(e.Why),
+		detail: r.intern(e.Detail), errMsg: r.intern(e.Err)}
+	if e.Until != nil {
+		c.until, c.hasUntil = *e.Until, true
+	}
+	last := len(r.blocks) - 1
+	if last < 0 || len(r.blocks[last]) == cap(r.blocks[last]) {
+		size := firstBlock
+		if last >= 0 {
+			size = min(2*cap(r.blocks[last]), maxBlock)
+		}
+		r.blocks = append(r.blocks, make([]record, 0, size))
+		last++
+	}
+	r.blocks[last] = append(r.blocks[last], c)
+	r.n++
+}
+
 // At converts a virtual instant into trace time.
 func (r *Recorder) At(t time.Time) *Duration {
 	d := Duration(t.Sub(r.start))
 	return &d
 }
 
-// ordered returns the held events oldest first; r.mu is held.
-func (r *Recorder) ordered() []Event {
-	if r.head == 0 {
-		return r.events
+// held returns the last n events held (all of them for n < 0), oldest
+// first; r.mu is held.
+func (r *Recorder) held(n int) []Event {
+	if r.keep > 0 {
+		ordered := append(append([]Event(nil), r.ring[r.head:]...), r.ring[:r.head]...)
+		if n >= 0 && len(ordered) > n {
+			ordered = ordered[len(ordered)-n:]
+		}
+		return ordered
 	}
-	return append(append([]Event(nil), r.events[r.head:]...), r.events[:r.head]...)
+	skip := 0
+	if n >= 0 && r.n > n {
+		skip = r.n - n
+	}
+	out := make([]Event, 0, r.n-skip)
+	for _, b := range r.blocks {
+		if skip >= len(b) {
+			skip -= len(b)
+			continue
+		}
+		for i := skip; i < len(b); i++ {
+			out = append(out, r.event(&b[i]))
+		}
+		skip = 0
+	}
+	return out
 }
 
 // Events returns a copy of the events held: every event, unless Keep
@@ -161,18 +259,17 @@ func (r *Recorder) ordered() []Event {
 func (r *Recorder) Events() []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Event(nil), r.ordered()...)
+	if r.n == 0 && len(r.ring) == 0 {
+		return nil
+	}
+	return r.held(-1)
 }
 
 // Tail returns a copy of the last n events held.
 func (r *Recorder) Tail(n int) []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ev := r.ordered()
-	if len(ev) > n {
-		ev = ev[len(ev)-n:]
-	}
-	return append([]Event(nil), ev...)
+	return r.held(n)
 }
 
 // Len is the number of events recorded so far, held or not.
