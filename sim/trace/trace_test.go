@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,5 +35,50 @@ func TestRecorderReturnsWhatWasAdded(t *testing.T) {
 	got := r.Events()
 	if r.Len() != len(want) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %d events, want %d; equal: %v", r.Len(), len(want), reflect.DeepEqual(got, want))
+	}
+}
+
+// Bounded, a recorder holds the last n events, still counts them all, and
+// streams and reports every one as it comes.
+func TestRecorderKeepStreamObserve(t *testing.T) {
+	start := time.Unix(0, 0)
+	now := start
+	r := NewRecorder(start, func() time.Time { return now })
+	add := func(i int) {
+		now = now.Add(time.Second)
+		r.Add(Event{Kind: Note, Detail: fmt.Sprint(i)})
+	}
+	for i := 0; i < 10; i++ {
+		add(i)
+	}
+	if got := r.Tail(3); len(got) != 3 || got[0].Detail != "7" || got[2].Detail != "9" {
+		t.Fatalf("tail of everything: %v", got)
+	}
+	var streamed bytes.Buffer
+	var seen []string
+	r.Keep(4)
+	r.Stream(&streamed)
+	r.Observe(func(e Event) { seen = append(seen, e.Detail) })
+	if got := r.Events(); len(got) != 4 || got[0].Detail != "6" {
+		t.Fatalf("after Keep(4): %v", got)
+	}
+	for i := 10; i < 25; i++ {
+		add(i)
+	}
+	got := r.Events()
+	if r.Len() != 25 || len(got) != 4 || got[0].Detail != "21" || got[3].Detail != "24" || got[3].At != Duration(25*time.Second) {
+		t.Fatalf("len %d, held %v", r.Len(), got)
+	}
+	if tail := r.Tail(2); len(tail) != 2 || tail[0].Detail != "23" {
+		t.Fatalf("tail: %v", tail)
+	}
+	if lines := strings.Count(streamed.String(), "\n"); lines != 15 || !strings.HasPrefix(streamed.String(), `{"at":"11s","ev":"note","detail":"10"}`) {
+		t.Fatalf("streamed %d lines:\n%s", lines, streamed.String())
+	}
+	if len(seen) != 15 || seen[14] != "24" {
+		t.Fatalf("observed %v", seen)
+	}
+	if r.Err() != nil {
+		t.Fatal(r.Err())
 	}
 }
