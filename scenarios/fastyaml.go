@@ -290,7 +290,7 @@ func (p *fastParser) flow(v []byte) error {
 		return errGiveUp
 	}
 	body := bytes.TrimSpace(v[1 : len(v)-1])
-	if bytes.ContainsAny(body, "{}[]\"'&*!|>#") {
+	if bytes.ContainsAny(body, "{}[]&*!|>#") {
 		return errGiveUp
 	}
 	p.out.WriteByte(v[0])

@@ -66,6 +66,8 @@ var fastCases = []string{
 	"<<: {a: 1}\n",
 	"a: {b: [1]}\n",
 	"a: x,y\nb: ]x\n",
+	"a: [\"10.0.0.1\", '10.0.0.2', x]\nb: {k: \"v\", 'q': 'it''s'}\n",
+	"a: [\"x, y\"]\nb: ['a,b', c]\n",
 }
 
 func TestFastYAMLMatchesYAMLv3(t *testing.T) {
