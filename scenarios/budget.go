@@ -87,7 +87,7 @@ func (r *replayer) overBudget() error {
 	if used > b.maxEvents {
 		return r.budgetError("events", used, b.maxEvents)
 	}
-	if b.steps%memoryCheckEvery == 0 {
+	if b.steps%memoryCheckEvery == 1 {
 		metrics.Read(b.sample)
 		if h := int64(b.sample[0].Value.Uint64()); h > b.maxMemory {
 			return r.budgetError("memory", h, b.maxMemory)
