@@ -246,6 +246,9 @@ func splitKey(s []byte) (key, rest []byte, ok bool) {
 	if len(key) == 0 || bytes.ContainsAny(key, "#&*!|>{}[],?%@`<") && key[0] != '"' && key[0] != '\'' {
 		return nil, nil, false
 	}
+	if plainNonString(key) {
+		return nil, nil, false // yaml.v3 would make the key a number, bool or null
+	}
 	return key, rest, true
 }
 
@@ -327,6 +330,9 @@ func (p *fastParser) flow(v []byte) error {
 // value, or gives up on anything but strings, decimal integers, booleans
 // and null.
 func (p *fastParser) scalar(v []byte) error {
+	if (v[0] == '-' || v[0] == '?' || v[0] == ':') && (len(v) == 1 || v[1] == ' ') {
+		return errGiveUp // an indicator, not a scalar
+	}
 	switch v[0] {
 	case '"', '\'':
 		return p.scalarString(v)
@@ -421,4 +427,20 @@ func isDigits(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// plainNonString reports whether a plain scalar might resolve to something
+// other than a string.
+func plainNonString(v []byte) bool {
+	switch v[0] {
+	case '"', '\'':
+		return false
+	case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '-', '+', '.', '~':
+		return true
+	}
+	switch string(v) {
+	case "true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL":
+		return true
+	}
+	return false
 }

@@ -89,19 +89,7 @@ func (p *Proxy) decodeParts(d *decoder, n *yaml.Node, path string) {
 }
 
 func (st *Step) decodeParts(d *decoder, n *yaml.Node, path string) {
-	kinds := d.actionKinds()
-	parts := make([]Action, len(kinds))
-	targets := []reflect.Value{reflect.ValueOf(st).Elem()}
-	for i, k := range kinds {
-		parts[i] = k()
-		targets = append(targets, reflect.ValueOf(parts[i]).Elem())
-	}
-	present := d.decodeMapping(n, path, targets, false)
-	for i, p := range parts {
-		if present[i+1] {
-			st.Actions = append(st.Actions, p)
-		}
-	}
+	st.Actions = append(st.Actions, decodeInto(d, n, path, st, d.actionKinds())...)
 }
 
 func (e *Expect) decodeParts(d *decoder, n *yaml.Node, path string) {
@@ -109,18 +97,26 @@ func (e *Expect) decodeParts(d *decoder, n *yaml.Node, path string) {
 	if d.mode != nil {
 		kinds = append(kinds, d.mode.Expectations()...)
 	}
-	parts := make([]Expectation, len(kinds))
-	targets := []reflect.Value{reflect.ValueOf(e).Elem()}
+	e.Checks = append(e.Checks, decodeInto(d, n, path, e, kinds)...)
+}
+
+// decodeInto reads one mapping across host (a core struct) and a fresh part
+// of each kind, and returns the parts whose keys the mapping set.
+func decodeInto[P any](d *decoder, n *yaml.Node, path string, host any, kinds []func() P) []P {
+	parts := make([]P, len(kinds))
+	targets := []reflect.Value{reflect.ValueOf(host).Elem()}
 	for i, k := range kinds {
 		parts[i] = k()
 		targets = append(targets, reflect.ValueOf(parts[i]).Elem())
 	}
 	present := d.decodeMapping(n, path, targets, false)
+	var out []P
 	for i, p := range parts {
 		if present[i+1] {
-			e.Checks = append(e.Checks, p)
+			out = append(out, p)
 		}
 	}
+	return out
 }
 
 func (f *Fault) decodeParts(d *decoder, n *yaml.Node, path string) {
@@ -128,18 +124,7 @@ func (f *Fault) decodeParts(d *decoder, n *yaml.Node, path string) {
 	if d.mode != nil {
 		kinds = d.mode.Faults()
 	}
-	parts := make([]Action, len(kinds))
-	targets := []reflect.Value{reflect.ValueOf(f).Elem()}
-	for i, k := range kinds {
-		parts[i] = k()
-		targets = append(targets, reflect.ValueOf(parts[i]).Elem())
-	}
-	present := d.decodeMapping(n, path, targets, false)
-	for i, p := range parts {
-		if present[i+1] {
-			f.Parts = append(f.Parts, p)
-		}
-	}
+	f.Parts = append(f.Parts, decodeInto(d, n, path, f, kinds)...)
 	for _, k := range kinds {
 		f.keys = append(f.keys, keysOf(reflect.TypeOf(k()))...)
 	}
