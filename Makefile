@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz upstream build e2e-vm vm-kill-test e2e-netns ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream build e2e-vm vm-kill-test e2e-netns ci
 
 all: vet test
 
@@ -31,10 +31,14 @@ demo:
 junit:
 	$(GO) test ./e2e -ginkgo.junit-report=$(CURDIR)/junit-e2e.xml
 
-## fuzz: short runs of the loader's, the replay's and the fast manifest reader's fuzzers
+## fuzz: short runs of the loader's and the replay's fuzzers
 fuzz:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME)
+
+## fuzz-fast: the fast manifest reader against yaml.v3 (its findings stay in
+## testdata/fuzz/FuzzFastYAML, which every `go test` replays)
+fuzz-fast:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME)
 
 ## build: a static proxysim (what --dataplane vm needs)

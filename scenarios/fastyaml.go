@@ -159,7 +159,7 @@ func (p *fastParser) sequence(col int) error {
 		if !first {
 			p.out.WriteByte(',')
 		}
-		rest := bytes.TrimLeft(l[col+1:], " ")
+		rest := stripComment(bytes.TrimLeft(l[col+1:], " "))
 		if len(rest) == 0 {
 			p.i++
 			p.skip()
