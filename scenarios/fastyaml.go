@@ -15,10 +15,10 @@ import (
 // that locates a problem's line.
 // It returns the index of the document's first content line.
 func fastJSON(doc []byte, out *bytes.Buffer) (first int, ok bool) {
-	for _, c := range doc {
-		// Control characters are yaml.v3's to refuse, and anything beyond
-		// ASCII its to check as UTF-8.
-		if c < 0x20 && c != '\n' && c != '\r' || c >= 0x7f {
+	for i, c := range doc {
+		// Control characters are yaml.v3's to refuse, anything beyond ASCII
+		// its to check as UTF-8, and a lone CR is a line break to it.
+		if c < 0x20 && c != '\n' && c != '\r' || c >= 0x7f || c == '\r' && (i+1 == len(doc) || doc[i+1] != '\n') {
 			return 0, false
 		}
 	}
