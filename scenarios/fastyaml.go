@@ -297,6 +297,7 @@ func (p *fastParser) flow(v []byte) error {
 		return errGiveUp
 	}
 	p.out.WriteByte(v[0])
+	var keys [][]byte
 	if len(body) > 0 {
 		for i, item := range bytes.Split(body, []byte(",")) {
 			item = bytes.TrimSpace(item)
@@ -311,6 +312,12 @@ func (p *fastParser) flow(v []byte) error {
 				if !ok || len(val) == 0 {
 					return errGiveUp
 				}
+				for _, seen := range keys {
+					if bytes.Equal(seen, k) {
+						return errGiveUp // duplicate: the general path reports it
+					}
+				}
+				keys = append(keys, k)
 				if err := p.scalarString(k); err != nil {
 					return err
 				}
