@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -117,8 +116,6 @@ func (q *eventQueue) drain() []informerEvent {
 
 // wake releases a pop blocked on a closed world.
 func (q *eventQueue) wake() { q.cond.Broadcast() }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
 // instance is one consumer's informers: a shared informer factory over a
 // clientset of its own served by the world's object store, with an informer

@@ -159,3 +159,26 @@ func TestSliceEqualIsDeepEqualButVersion(t *testing.T) {
 		}
 	}
 }
+
+// Kinds other than EndpointSlice are compared by their kind's entry in the
+// table: the resourceVersion aside, any difference counts, and objects of
+// different kinds are never equal.
+func TestEqualButVersionOtherKinds(t *testing.T) {
+	cm := func(rv, v string) *v1.ConfigMap {
+		return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: rv}, Data: map[string]string{"k": v}}
+	}
+	if !equalButVersion(cm("1", "a"), cm("2", "a")) {
+		t.Error("ConfigMaps differing only in resourceVersion are not equal")
+	}
+	if equalButVersion(cm("1", "a"), cm("1", "b")) {
+		t.Error("ConfigMaps with different data are equal")
+	}
+	if equalButVersion(cm("1", "a"), &v1.Secret{ObjectMeta: cm("1", "a").ObjectMeta}) {
+		t.Error("a ConfigMap equals a Secret")
+	}
+	a, b := fullSlice(), fullSlice()
+	b.ResourceVersion = "9"
+	if !equalButVersion(a, b) || equalButVersion(a, cm("7", "a")) {
+		t.Error("EndpointSlices compared wrongly against their own kind or another")
+	}
+}
