@@ -13,6 +13,12 @@ import "k8s.io/apimachinery/pkg/runtime"
 // writes, all delivered before the clock moves on.
 //
 // A handler's error is recorded in the trace as a note; it stops nothing.
+//
+// The objects a handler gets are its informers' cache, as in client-go: copy
+// before changing one. A consumer's informers have copies of their own, so
+// a careless handler spoils only its own cache, never the API server's
+// objects or another consumer's; only the proxy, which never modifies them,
+// is sent the API server's objects themselves.
 type Consumer interface {
 	// Name identifies the consumer in the trace.
 	Name() string

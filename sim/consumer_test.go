@@ -328,8 +328,8 @@ func (c *recorder) OnSynced(kind string) error {
 	return nil
 }
 
-// One object of every kind in the table: each goes through its typed client
-// and its own informer.
+// One object of every kind in the table: each goes through the world's
+// object store and its own informer.
 func TestEveryKindReachesItsConsumers(t *testing.T) {
 	objects := map[string]func(label string) kruntime.Object{
 		"Service": func(l string) kruntime.Object {

@@ -2,17 +2,14 @@ package sim
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"sort"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -40,6 +37,24 @@ func (e informerEvent) name() string {
 	return m.GetNamespace() + "/" + m.GetName()
 }
 
+// identical is reflect.DeepEqual of an event's old and new objects,
+// answered without walking them in the usual cases: one object (a resync,
+// or a relist that found nothing new, delivers the cached object as both),
+// or two versions of one (every write gets a new resourceVersion).
+func identical(a, b any) bool {
+	ma, okA := a.(metav1.Object)
+	mb, okB := b.(metav1.Object)
+	if okA && okB {
+		if ma == mb {
+			return true
+		}
+		if ma.GetResourceVersion() != mb.GetResourceVersion() {
+			return false
+		}
+	}
+	return reflect.DeepEqual(a, b)
+}
+
 // key orders events canonically: by kind (the table's order), then by
 // namespace and name.
 func (e informerEvent) key() string {
@@ -52,6 +67,7 @@ type eventQueue struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	items []informerEvent
+	head  int // items[head:] are queued; the array is reused once emptied
 }
 
 func newEventQueue() *eventQueue {
@@ -71,7 +87,7 @@ func (q *eventQueue) push(e informerEvent) {
 func (q *eventQueue) pop(stop <-chan struct{}) (informerEvent, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.items) == 0 {
+	for q.head == len(q.items) {
 		select {
 		case <-stop:
 			return informerEvent{}, false
@@ -79,28 +95,31 @@ func (q *eventQueue) pop(stop <-chan struct{}) (informerEvent, bool) {
 		}
 		q.cond.Wait()
 	}
-	e := q.items[0]
-	q.items[0] = informerEvent{}
-	q.items = q.items[1:]
+	e := q.items[q.head]
+	q.items[q.head] = informerEvent{}
+	q.head++
+	if q.head == len(q.items) {
+		// Emptied: start again at the front rather than grow a new array,
+		// as the barrier empties the queue at every write.
+		q.items, q.head = q.items[:0], 0
+	}
 	return e, true
 }
 
 func (q *eventQueue) drain() []informerEvent {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := q.items
-	q.items = nil
+	out := q.items[q.head:]
+	q.items, q.head = nil, 0
 	return out
 }
 
 // wake releases a pop blocked on a closed world.
 func (q *eventQueue) wake() { q.cond.Broadcast() }
 
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
-
-// instance is one consumer's informers: a shared informer factory over the
-// world's fake API server, with an informer for each kind the consumer
-// watches, whose handlers only queue events.
+// instance is one consumer's informers: a shared informer factory over a
+// clientset of its own served by the world's object store, with an informer
+// for each kind the consumer watches, whose handlers only queue events.
 type instance struct {
 	factory informers.SharedInformerFactory
 	infs    []cache.SharedIndexInformer // by kind index; nil for kinds not watched
@@ -116,24 +135,14 @@ type watchCounter struct {
 	n  map[string]int
 }
 
-// install makes client count its watches; once per client.
-func (c *watchCounter) install(client *fake.Clientset) {
-	c.n = map[string]int{}
-	tracker := client.Tracker()
-	client.PrependWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
-		var opts metav1.ListOptions
-		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
-			opts = wa.ListOptions
-		}
-		wi, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
-		if err != nil {
-			return false, nil, err
-		}
-		c.mu.Lock()
-		c.n[action.GetResource().Resource]++
-		c.mu.Unlock()
-		return true, wi, nil
-	})
+// opened counts a watch of resource, once the store sends it every write.
+func (c *watchCounter) opened(resource string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[resource]++
 }
 
 func (c *watchCounter) count(resource string) int {
@@ -142,16 +151,18 @@ func (c *watchCounter) count(resource string) int {
 	return c.n[resource]
 }
 
-// startInstance starts informers for ks and waits until each handler has
-// seen its initial list and each watch is open. Instances start one at a
-// time, so a new watch of a resource is this instance's.
-func startInstance(client *fake.Clientset, watches *watchCounter, ks []*kind, worldStop <-chan struct{}) (*instance, error) {
+// startInstance starts informers for ks over the store and waits until each
+// handler has seen its initial list and each watch is open. Instances start
+// one at a time, so a new watch of a resource is this instance's. With
+// shared, the informers' watches are sent the stored objects themselves:
+// only for a consumer whose handlers never modify what they get.
+func startInstance(store *objectStore, shared bool, watches *watchCounter, ks []*kind, worldStop <-chan struct{}) (*instance, error) {
 	inst := &instance{events: newEventQueue(), stop: make(chan struct{}), infs: make([]cache.SharedIndexInformer, len(kinds))}
-	inst.factory = informers.NewSharedInformerFactory(client, 0)
+	inst.factory = informers.NewSharedInformerFactory(store.clientset(shared, watches), 0)
 	before := make([]int, len(ks))
 	var regs []cache.ResourceEventHandlerRegistration
 	for i, k := range ks {
-		before[i] = watches.count(k.resource)
+		before[i] = watches.count(k.gvr.Resource)
 		inf := k.ops.informer(inst.factory)
 		inst.infs[k.index] = inf
 		q := inst.events
@@ -168,7 +179,7 @@ func startInstance(client *fake.Clientset, watches *watchCounter, ks []*kind, wo
 	inst.factory.Start(inst.stop)
 	ready := func() bool {
 		for i, k := range ks {
-			if !regs[i].HasSynced() || watches.count(k.resource) <= before[i] {
+			if !regs[i].HasSynced() || watches.count(k.gvr.Resource) <= before[i] {
 				return false
 			}
 		}

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"reflect"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -126,7 +125,7 @@ func (p *proxyConsumer) OnSynced(kind string) error {
 
 // heard notes when the proxy heard of a real change, for LastChange.
 func (p *proxyConsumer) heard(kind string, old, obj runtime.Object) {
-	if old != nil && reflect.DeepEqual(old, obj) {
+	if old != nil && identical(old, obj) {
 		return // resync, or a relist that found nothing new
 	}
 	m, ok := obj.(Object)
@@ -134,7 +133,7 @@ func (p *proxyConsumer) heard(kind string, old, obj runtime.Object) {
 		return
 	}
 	w := p.w
-	key := objectKey(kind, m.GetNamespace(), m.GetName())
+	key := w.names.key(kind, m.GetNamespace(), m.GetName())
 	at, ok := w.written[key]
 	if !ok {
 		at = w.Now()

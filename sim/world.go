@@ -22,7 +22,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
@@ -88,7 +87,10 @@ type World struct {
 	Clock *vclock.Clock
 	Trace *trace.Recorder
 
-	client  *fake.Clientset
+	// store is the API server. Each consumer's informers read it through a
+	// fake clientset of their own; the world reads and writes it directly.
+	store   *objectStore
+	names   objectNames
 	watches watchCounter
 	cfg     Config
 	subs    []*subscription // in the order they subscribed; the proxy first
@@ -128,6 +130,10 @@ type subscription struct {
 	inst  *instance   // nil until started
 	held  *heldEvents // non-nil while its watch is broken
 	quiet bool        // the proxy: its deliveries are traced without its name
+	// shared: its informers get the stored objects, not copies. Only the
+	// proxy's, whose handlers never modify an object; a controller may, and
+	// must not corrupt the store or another consumer's cache when it does.
+	shared bool
 }
 
 // delivery is one event on its way to one consumer. chain counts the writes
@@ -184,16 +190,13 @@ func NewWorld(cfg Config) (*World, error) {
 		return nil, err
 	}
 	w := &World{
-		Clock: clk,
-		// The plain tracker: the field-managed one of NewClientset rebuilds a
-		// REST mapper on every write, which dominates a replay's cost.
-		client:     fake.NewSimpleClientset(),
+		Clock:      clk,
+		store:      newObjectStore(),
 		cfg:        cfg,
 		stop:       make(chan struct{}),
 		lastChange: map[string]change{},
 		written:    map[string]time.Duration{},
 	}
-	w.watches.install(w.client)
 	w.Trace = trace.NewRecorder(cfg.Start, w.Clock.Now)
 	p, err := w.newProxy()
 	if err != nil {
@@ -203,7 +206,7 @@ func NewWorld(cfg Config) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub.quiet = true
+	sub.quiet, sub.shared = true, true
 	w.proxy, w.psub = p, sub
 	w.subs = append(w.subs, sub)
 	return w, nil
@@ -316,7 +319,7 @@ func (w *World) startSub(s *subscription) error {
 			return fmt.Errorf("starting %s: %w", s.name, err)
 		}
 	}
-	inst, err := startInstance(w.client, &w.watches, s.kinds, w.stop)
+	inst, err := startInstance(w.store, s.shared, &w.watches, s.kinds, w.stop)
 	if err != nil {
 		return err
 	}
@@ -442,14 +445,10 @@ func (w *World) Apply(obj runtime.Object) error {
 		return err
 	}
 	m := obj.(Object)
-	_, err = k.ops.get(w.client, m.GetNamespace(), m.GetName())
-	switch {
-	case err == nil:
+	if _, ok := w.store.stored(k.gvr, m.GetNamespace(), m.GetName()); ok {
 		return w.write("update", obj)
-	case isNotFound(err):
-		return w.write("create", obj)
 	}
-	return err
+	return w.write("create", obj)
 }
 
 // Get reads an object of the named kind from the API server.
@@ -458,7 +457,7 @@ func (w *World) Get(kind string, key [2]string) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return k.ops.get(w.client, key[0], key[1])
+	return w.store.Get(k.gvr, key[0], key[1])
 }
 
 // Delete removes an object of the named kind, like Create.
@@ -470,7 +469,7 @@ func (w *World) Delete(kind, namespace, name string) error {
 	if err := w.checkChain(k, namespace, name); err != nil {
 		return err
 	}
-	err = k.ops.delete(w.client, namespace, name)
+	err = w.store.Delete(k.gvr, namespace, name)
 	return w.afterWrite(k, "delete", namespace, name, err)
 }
 
@@ -481,22 +480,27 @@ func (w *World) write(op string, obj runtime.Object) error {
 	}
 	m := obj.(Object)
 	ns, name := m.GetNamespace(), m.GetName()
-	if op == "update" && w.unchanged(k, obj, ns, name) {
+	if op == "update" {
 		// Like the API server, an update that changes nothing is not
-		// written: no new resourceVersion, no watch event.
-		return nil
+		// written: no new resourceVersion, no watch event. Only the world
+		// writes the store, so it cannot change before put.
+		if cur, ok := w.store.stored(k.gvr, ns, name); ok && equalButVersion(obj, cur) {
+			return nil
+		}
 	}
 	if err := w.checkChain(k, ns, name); err != nil {
 		return err
 	}
-	w.rv++
-	rv := strconv.FormatInt(w.rv, 10)
-	if op == "update" {
-		err = k.ops.update(w.client, obj, rv)
-	} else {
-		err = k.ops.create(w.client, obj, rv)
-	}
+	// The store keeps a copy: the caller's object is left alone.
+	err = w.store.put(k.gvr, obj, ns, op == "update", w)
 	return w.afterWrite(k, op, ns, name, err)
+}
+
+// nextVersion is the resourceVersion of the world's next write; the store
+// asks for it only for a write that happens.
+func (w *World) nextVersion() string {
+	w.rv++
+	return strconv.FormatInt(w.rv, 10)
 }
 
 // checkChain refuses a consumer's write that would make its chain too long.
@@ -525,7 +529,7 @@ func objectKey(kind, namespace, name string) string {
 // afterWrite follows a write to the API server (err is its outcome): trace it
 // if a consumer or a named writer made it, then the barrier.
 func (w *World) afterWrite(k *kind, op, namespace, name string, err error) error {
-	key := objectKey(k.name, namespace, name)
+	key := w.names.key(k.name, namespace, name)
 	by := w.author
 	if w.handler != nil {
 		by = w.handler.name
@@ -544,31 +548,6 @@ func (w *World) afterWrite(k *kind, op, namespace, name string, err error) error
 	// hears of it later.
 	w.written[key] = w.Now()
 	return w.await(k)
-}
-
-// unchanged reports whether obj equals the stored object but for its
-// resourceVersion.
-func (w *World) unchanged(k *kind, obj runtime.Object, namespace, name string) bool {
-	cur, ok := w.current(k, namespace, name)
-	return ok && k.ops.sameButVersion(obj, cur)
-}
-
-// current is the stored version of an object: from an informer cache if a
-// consumer watches its kind (the barrier keeps the caches up to date, and
-// reading one copies nothing), from the API server otherwise.
-func (w *World) current(k *kind, namespace, name string) (runtime.Object, bool) {
-	for _, s := range w.subs {
-		if s.inst != nil && s.inst.watches(k) {
-			o, ok := s.inst.get(k, namespace, name)
-			if !ok {
-				return nil, false
-			}
-			r, ok := o.(runtime.Object)
-			return r, ok
-		}
-	}
-	cur, err := k.ops.get(w.client, namespace, name)
-	return cur, err == nil
 }
 
 // await is the barrier: a write yields exactly one event in every informer
@@ -663,7 +642,7 @@ func (w *World) BreakWatch(d time.Duration) {
 // deliver hands one event to its consumer and traces it.
 func (w *World) deliver(d delivery) {
 	s, ev := d.sub, d.ev
-	key := ev.kind.name + " " + ev.name()
+	key := w.names.of(ev)
 	te := trace.Event{Kind: trace.Object, Op: ev.op, Object: key}
 	if ev.resync {
 		te.Kind = trace.Resync
