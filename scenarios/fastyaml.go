@@ -238,6 +238,9 @@ func splitKey(s []byte) (key, rest []byte, ok bool) {
 			return nil, nil, false
 		}
 	}
+	if end > 1000 {
+		return nil, nil, false // YAML bounds an implicit key at 1024 characters
+	}
 	if end >= len(s) || s[end] != ':' || end+1 < len(s) && s[end+1] != ' ' {
 		return nil, nil, false
 	}
