@@ -1,0 +1,17 @@
+// Package iptables is kube-proxy v1.36's iptables proxier as a proxysim
+// backend: at each sync it renders the `iptables-restore --noflush` payload
+// for the filter and nat tables that kube-proxy would write for the same
+// services and endpoints, hands it to a Dataplane, and fails the sync when
+// the restore fails. It also parses the rules back (iptables-save text) and
+// traces a packet through them with exact probabilities.
+//
+// It defines the Dataplane interface; fakes/ and, later, netns/ implement
+// it. It must not read the wall clock or import either of them.
+//
+// Modelled so far: the fixed chains, ClusterIP, NodePort, externalIP and
+// LoadBalancer entry points with Cluster and Local traffic policies,
+// ClientIP affinity, no-endpoint REJECT and no-local-endpoint DROP rules,
+// masquerade marks, stale-chain deletion, one full sync every time. Not
+// yet: partial syncs, large-cluster mode, loadBalancerSourceRanges (the FW
+// chains), metrics.
+package iptables

@@ -1,0 +1,287 @@
+package iptables
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"sort"
+	"strings"
+)
+
+// Packet is the first packet of a new connection, as the tracer sees it.
+type Packet struct {
+	Src, Dst net.IP
+	DPort    int
+	Protocol string // tcp, udp or sctp
+}
+
+// Verdicts a route can end in besides an endpoint.
+const (
+	VerdictAccept = "ACCEPT" // delivered to its original destination, unchanged
+	VerdictDrop   = "DROP"
+	VerdictReject = "REJECT"
+)
+
+// Shares maps where a packet ends up ("ip:port" after DNAT, or a verdict)
+// to the probability that it does; the shares sum to 1.
+type Shares map[string]*big.Rat
+
+// Keys lists the outcomes, sorted.
+func (s Shares) Keys() []string {
+	out := make([]string, 0, len(s))
+	for k := range s {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s Shares) String() string {
+	var parts []string
+	for _, k := range s.Keys() {
+		parts = append(parts, k+": "+s[k].RatString())
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// Route traces pkt through rs and returns each outcome's exact share.
+// local are the node's own addresses (addrtype LOCAL; a packet from one of
+// them is generated on the node): a locally generated packet takes nat
+// OUTPUT then filter OUTPUT; any other nat PREROUTING then filter INPUT
+// (when its destination, after DNAT, is local) or FORWARD.
+//
+// Every `-m statistic --mode random --probability P` rule splits the
+// paths reaching it into P taken and 1-P not taken, with P the exact
+// decimal kube-proxy printed: 0.3333333333 is not 1/3, so shares are exact
+// for the rules as written and differ from 1/n by at most about 1e-10 per
+// probabilistic rule on a path. The packet opens a new connection: ctstate
+// is NEW (plus DNAT in filter once translated), `recent --rcheck` never
+// matches (no history), marks start at 0.
+func Route(rs Ruleset, local []net.IP, pkt Packet) (Shares, error) {
+	t := &tracer{rs: rs, local: local, pkt: pkt}
+	isLocal := t.isLocal(pkt.Src)
+	natHook := "PREROUTING"
+	if isLocal {
+		natHook = "OUTPUT"
+	}
+	start := state{dst: pkt.Dst, dport: pkt.DPort}
+	nat, err := t.chain("nat", natHook, start, big.NewRat(1, 1), 0)
+	if err != nil {
+		return nil, err
+	}
+	out := Shares{}
+	for _, b := range nat {
+		if b.verdict == VerdictDrop || b.verdict == VerdictReject {
+			out.add(b.verdict, b.w)
+			continue
+		}
+		hook := "OUTPUT"
+		if !isLocal {
+			hook = "FORWARD"
+			if t.isLocal(b.st.dst) {
+				hook = "INPUT"
+			}
+		}
+		b.st.filter = true
+		filter, err := t.chain("filter", hook, b.st, b.w, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range filter {
+			v := f.verdict
+			if v == VerdictAccept && f.st.dnat != "" {
+				v = f.st.dnat
+			}
+			out.add(v, f.w)
+		}
+	}
+	return out, nil
+}
+
+func (s Shares) add(k string, w *big.Rat) {
+	if w.Sign() == 0 {
+		return
+	}
+	if s[k] == nil {
+		s[k] = new(big.Rat)
+	}
+	s[k].Add(s[k], w)
+}
+
+type state struct {
+	dst    net.IP
+	dport  int
+	mark   uint32
+	dnat   string // ip:port once DNATed
+	filter bool   // in the filter table: ctstate has DNAT once translated
+}
+
+type branch struct {
+	st      state
+	w       *big.Rat
+	verdict string // "" while running, or returned from a user chain
+}
+
+type tracer struct {
+	rs    Ruleset
+	local []net.IP
+	pkt   Packet
+}
+
+func (t *tracer) isLocal(ip net.IP) bool {
+	if ip.IsLoopback() {
+		return true
+	}
+	for _, l := range t.local {
+		if l.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxDepth bounds chain nesting: the kernel refuses loops, a ruleset
+// parsed from text is not checked for them.
+const maxDepth = 32
+
+// chain runs the branches of one packet through a chain. Branches that
+// reach a verdict are returned with it; those that fall off a user chain or
+// RETURN are returned with no verdict, for the caller to continue; those
+// that fall off a built-in chain take its policy.
+func (t *tracer) chain(table, name string, st state, w *big.Rat, depth int) ([]branch, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("tracer: chains nest deeper than %d at %s", maxDepth, name)
+	}
+	c := t.rs[table][name]
+	if c == nil {
+		return nil, fmt.Errorf("tracer: no chain %s in table %s", name, table)
+	}
+	live := []branch{{st: st, w: w}}
+	var done []branch
+	for _, r := range c.Rules {
+		var next []branch
+		for _, b := range live {
+			ok, err := t.matches(r, b.st)
+			if err != nil {
+				return nil, fmt.Errorf("tracer: %s %s: %v", table, name, err)
+			}
+			if !ok {
+				next = append(next, b)
+				continue
+			}
+			taken := b.w
+			if r.Probability != nil {
+				taken = new(big.Rat).Mul(b.w, r.Probability)
+				rest := new(big.Rat).Sub(b.w, taken)
+				if rest.Sign() > 0 {
+					next = append(next, branch{st: b.st, w: rest})
+				}
+			}
+			if taken.Sign() == 0 {
+				continue
+			}
+			st := b.st
+			switch r.Target {
+			case "": // a match with no target only counts
+				next = append(next, branch{st: st, w: taken})
+			case "MARK":
+				if r.HasOr {
+					st.mark |= r.OrMark
+				}
+				if r.HasXor {
+					st.mark ^= r.XorMark
+				}
+				next = append(next, branch{st: st, w: taken})
+			case "RETURN":
+				done = append(done, branch{st: st, w: taken})
+			case "ACCEPT", "MASQUERADE":
+				done = append(done, branch{st: st, w: taken, verdict: VerdictAccept})
+			case "DROP", "REJECT":
+				done = append(done, branch{st: st, w: taken, verdict: r.Target})
+			case "DNAT":
+				host, port, _ := net.SplitHostPort(r.ToDest)
+				st.dnat = r.ToDest
+				st.dst = net.ParseIP(host)
+				fmt.Sscan(port, &st.dport)
+				done = append(done, branch{st: st, w: taken, verdict: VerdictAccept})
+			default:
+				sub, err := t.chain(table, r.Target, st, taken, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				for _, s := range sub {
+					if s.verdict == "" {
+						next = append(next, s)
+					} else {
+						done = append(done, s)
+					}
+				}
+			}
+		}
+		live = next
+	}
+	for _, b := range live {
+		if c.Builtin() {
+			b.verdict = c.Policy
+		}
+		done = append(done, b)
+	}
+	return done, nil
+}
+
+func inNet(n *net.IPNet, ip net.IP) bool { return n.Contains(ip) }
+
+// matches reports whether a rule's matches hold for the packet in state st.
+func (t *tracer) matches(r *Rule, st state) (bool, error) {
+	if r.Src != nil && inNet(r.Src, t.pkt.Src) == r.NotSrc {
+		return false, nil
+	}
+	if r.Dst != nil && inNet(r.Dst, st.dst) == r.NotDst {
+		return false, nil
+	}
+	if r.Protocol != "" && r.Protocol != t.pkt.Protocol {
+		return false, nil
+	}
+	if r.DPort != 0 && r.DPort != st.dport {
+		return false, nil
+	}
+	if r.HasMark && (st.mark&r.MarkMask == r.Mark) == r.NotMark {
+		return false, nil
+	}
+	if r.CTStates != nil {
+		in := false
+		for _, s := range r.CTStates {
+			switch s {
+			case "NEW":
+				in = true
+			case "DNAT":
+				in = in || (st.filter && st.dnat != "")
+			case "INVALID", "ESTABLISHED", "RELATED", "UNTRACKED", "SNAT":
+			default:
+				return false, fmt.Errorf("unknown ctstate %q", s)
+			}
+		}
+		if in == r.NotCTState {
+			return false, nil
+		}
+	}
+	for _, at := range []struct {
+		typ string
+		not bool
+		ip  net.IP
+	}{{r.SrcType, r.NotSrcT, t.pkt.Src}, {r.DstType, r.NotDstT, st.dst}} {
+		if at.typ == "" {
+			continue
+		}
+		if at.typ != "LOCAL" {
+			return false, fmt.Errorf("addrtype %s is not modelled", at.typ)
+		}
+		if t.isLocal(at.ip) == at.not {
+			return false, nil
+		}
+	}
+	if r.RecentCheck {
+		return false, nil
+	}
+	return true, nil
+}

@@ -1,0 +1,129 @@
+package iptables_test
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/proxysim/proxysim/fakes"
+	"github.com/proxysim/proxysim/sim/iptables"
+	"github.com/proxysim/proxysim/sim/proxy"
+)
+
+var web = proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}, Port: "http", Protocol: v1.ProtocolTCP}
+
+// state is one ClusterIP service port, 10.96.0.10:80, with n ready
+// endpoints 10.244.0.i:8080.
+func state(n int, mutate func(*proxy.ServicePort)) *proxy.SyncState {
+	sp := &proxy.ServicePort{ClusterIP: net.ParseIP("10.96.0.10"), Port: 80, Protocol: v1.ProtocolTCP}
+	if mutate != nil {
+		mutate(sp)
+	}
+	var eps []*proxy.Endpoint
+	for i := 1; i <= n; i++ {
+		eps = append(eps, &proxy.Endpoint{IP: fmt.Sprintf("10.244.0.%d", i), Port: 8080, Ready: true, Serving: true})
+	}
+	return &proxy.SyncState{
+		Services:  proxy.ServiceMap{web: sp},
+		Endpoints: proxy.EndpointsMap{web: eps},
+		NodeName:  "node-1",
+	}
+}
+
+func synced(t *testing.T, st *proxy.SyncState) *fakes.IPTables {
+	t.Helper()
+	dp := fakes.NewIPTables()
+	if err := iptables.New(iptables.Config{ClusterCIDR: "10.244.0.0/16"}, dp, nil).Sync(st); err != nil {
+		t.Fatal(err)
+	}
+	return dp
+}
+
+var (
+	pod  = net.ParseIP("10.244.9.9")
+	node = net.ParseIP("192.168.0.2")
+	vip  = net.ParseIP("10.96.0.10")
+)
+
+func route(t *testing.T, dp *fakes.IPTables, from net.IP) iptables.Shares {
+	t.Helper()
+	sh, err := iptables.Route(dp.Ruleset(), []net.IP{node}, iptables.Packet{Src: from, Dst: vip, DPort: 80, Protocol: "tcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sh
+}
+
+// Each of n endpoints gets 1/n, to the precision of the ten printed
+// decimals, and the shares sum to exactly 1.
+func TestEachOfNEndpointsGetsOneNth(t *testing.T) {
+	tolerance := big.NewRat(1, 1_000_000_000)
+	for n := 1; n <= 7; n++ {
+		for _, from := range []net.IP{pod, node} {
+			sh := route(t, synced(t, state(n, nil)), from)
+			if len(sh) != n {
+				t.Fatalf("n=%d from %s: %d outcomes %v", n, from, len(sh), sh)
+			}
+			sum := new(big.Rat)
+			for i := 1; i <= n; i++ {
+				got := sh[fmt.Sprintf("10.244.0.%d:8080", i)]
+				if got == nil {
+					t.Fatalf("n=%d: endpoint %d unreachable: %v", n, i, sh)
+				}
+				diff := new(big.Rat).Sub(got, big.NewRat(1, int64(n)))
+				if diff.Abs(diff).Cmp(tolerance) > 0 {
+					t.Errorf("n=%d: endpoint %d gets %s, want 1/%d", n, i, got.FloatString(12), n)
+				}
+				sum.Add(sum, got)
+			}
+			if sum.Cmp(big.NewRat(1, 1)) != 0 {
+				t.Errorf("n=%d: shares sum to %s", n, sum.RatString())
+			}
+		}
+	}
+	// Decimals that are exact give exact shares.
+	sh := route(t, synced(t, state(2, nil)), pod)
+	if sh["10.244.0.1:8080"].RatString() != "1/2" || sh["10.244.0.2:8080"].RatString() != "1/2" {
+		t.Errorf("two endpoints: %v", sh)
+	}
+}
+
+func TestNoEndpointsRejectsAndLocalPolicyWithoutLocalEndpointsDrops(t *testing.T) {
+	if sh := route(t, synced(t, state(0, nil)), pod); sh.String() != "{REJECT: 1}" {
+		t.Errorf("no endpoints: %v", sh)
+	}
+	local := func(sp *proxy.ServicePort) { sp.InternalPolicyLocal = true }
+	if sh := route(t, synced(t, state(3, local)), pod); sh.String() != "{DROP: 1}" {
+		t.Errorf("internalTrafficPolicy Local, no local endpoint: %v", sh)
+	}
+}
+
+func TestSecondSyncDeletesStaleChains(t *testing.T) {
+	dp := synced(t, state(3, nil))
+	p := iptables.New(iptables.Config{}, dp, nil)
+	if err := p.Sync(state(1, nil)); err != nil {
+		t.Fatal(err)
+	}
+	save := dp.SaveAll()
+	if n := strings.Count(save, ":KUBE-SEP-"); n != 1 {
+		t.Errorf("%d SEP chains after shrinking to one endpoint:\n%s", n, save)
+	}
+	if sh := route(t, dp, pod); sh.String() != "{10.244.0.1:8080: 1}" {
+		t.Errorf("after shrink: %v", sh)
+	}
+}
+
+func TestAffinityRulesParseAndFirstConnectionsSpread(t *testing.T) {
+	dp := synced(t, state(2, func(sp *proxy.ServicePort) { sp.SessionAffinityClientIP = true }))
+	if !strings.Contains(dp.SaveAll(), "--rcheck --seconds 10800 --reap") {
+		t.Errorf("no affinity check:\n%s", dp.SaveAll())
+	}
+	if sh := route(t, dp, pod); sh.String() != "{10.244.0.1:8080: 1/2, 10.244.0.2:8080: 1/2}" {
+		t.Errorf("affinity, first connection: %v", sh)
+	}
+}
