@@ -8,7 +8,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/proxysim/proxysim/scenarios"
-	_ "github.com/proxysim/proxysim/scenarios/ipvsmode" // the IPVS mode, the default
+	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
 )
 
 // describe renders a result's failures the way the CLI does, so that a

@@ -17,7 +17,8 @@ import (
 
 	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
-	_ "github.com/proxysim/proxysim/scenarios/ipvsmode" // the IPVS mode, the default
+	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
 )
 
 // Exit codes.

@@ -1,0 +1,145 @@
+// Package iptablesmode is the iptables proxy mode of the scenario format:
+// kube-proxy v1.36's iptables proxier (sim/iptables) over the in-memory
+// iptables of fakes/. Its proxy settings (nodeIPs, clusterCIDR,
+// masqueradeAll), its golden (`iptables:` / `iptablesFile:`, iptables-save
+// text), its `route` expectation (where a new connection goes, with what
+// exact share), and its fault (`restoreFailures`). Importing it registers
+// the mode.
+//
+// Every sync is a full sync and a failed restore fails the sync: that is
+// kube-proxy's iptables proxier, so proxy.syncFailsOnError changes nothing
+// here. It must not import netns.
+package iptablesmode
+
+import (
+	"fmt"
+	"net"
+
+	"k8s.io/utils/clock"
+
+	"github.com/proxysim/proxysim/fakes"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/iptables"
+	"github.com/proxysim/proxysim/sim/proxy"
+)
+
+// Name is the mode's name in proxy.mode.
+const Name = "iptables"
+
+func init() { scenarios.RegisterMode(Mode{}) }
+
+// Mode is the iptables mode.
+type Mode struct{}
+
+func (Mode) Name() string { return Name }
+
+func (Mode) NewSettings() scenarios.Settings { return &Settings{} }
+
+func (Mode) Actions() []func() scenarios.Action { return nil }
+
+func (Mode) Faults() []func() scenarios.Action {
+	return []func() scenarios.Action{func() scenarios.Action { return &restoreFault{} }}
+}
+
+func (Mode) Expectations() []func() scenarios.Expectation {
+	return []func() scenarios.Expectation{
+		func() scenarios.Expectation { return &tableExpect{} },
+		func() scenarios.Expectation { return &routeExpect{} },
+	}
+}
+
+// Fake is fakes.IPTables behind restore-failure injection.
+func (Mode) Fake(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+	set, ok := s.Proxy.Settings.(*Settings)
+	if !ok {
+		return nil, fmt.Errorf("%s: an iptables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
+	}
+	raw := fakes.NewIPTables()
+	return &Dataplane{
+		name: "fake",
+		cfg:  iptables.Config{ClusterCIDR: set.ClusterCIDR, MasqueradeAll: set.MasqueradeAll},
+		raw:  raw, faults: iptables.WithFaults(raw), nodeIPs: set.nodeIPs,
+	}, nil
+}
+
+// Settings are the iptables proxy's own fields.
+type Settings struct {
+	// NodeIPs are the node's addresses: a route from one of them starts on
+	// the node (nat OUTPUT), and they are `addrtype LOCAL`.
+	NodeIPs []string `yaml:"nodeIPs"`
+	// ClusterCIDR is the pod CIDR of kube-proxy's ClusterCIDR local-traffic
+	// detector; without it kube-proxy writes no off-cluster masquerade
+	// rules.
+	ClusterCIDR   string `yaml:"clusterCIDR"`
+	MasqueradeAll bool   `yaml:"masqueradeAll"`
+	Src           scenarios.Src
+
+	nodeIPs []net.IP
+}
+
+func (p *Settings) Validate(v *scenarios.Validator) {
+	p.nodeIPs = nil
+	for i, s := range p.NodeIPs {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			at := p.Src.At("nodeIPs")
+			v.Errorf(scenarios.Pos{Line: at.Line, Column: at.Column, Path: fmt.Sprintf("%s[%d]", at.Path, i)}, "%q is not an IP address", s)
+			continue
+		}
+		p.nodeIPs = append(p.nodeIPs, ip)
+	}
+	if p.ClusterCIDR != "" {
+		if _, _, err := net.ParseCIDR(p.ClusterCIDR); err != nil {
+			v.Errorf(p.Src.At("clusterCIDR"), "%q is not a CIDR", p.ClusterCIDR)
+		}
+	}
+}
+
+// Dataplane is one replay's iptables: the proxier's configuration, the
+// fake it programs (with injectable restore failures) and the node's
+// addresses for routes.
+type Dataplane struct {
+	name    string
+	cfg     iptables.Config
+	raw     *fakes.IPTables
+	faults  *iptables.Faults
+	nodeIPs []net.IP
+}
+
+var _ scenarios.Dataplane = (*Dataplane)(nil)
+
+func (d *Dataplane) Name() string { return d.name }
+
+// NewBackend builds an iptables proxier over the dataplane, at start and
+// at every restart.
+func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
+	return iptables.Backend(d.cfg, d.faults)(w)
+}
+
+// Snapshot is iptables-save of the filter and nat tables.
+func (d *Dataplane) Snapshot() (string, error) { return d.raw.SaveAll(), nil }
+
+func (d *Dataplane) Close() error { return nil }
+
+// Route traces a new connection through what iptables-save shows now.
+func (d *Dataplane) Route(pkt iptables.Packet) (iptables.Shares, error) {
+	var text string
+	for _, t := range iptables.Tables {
+		s, err := d.raw.Save(t)
+		if err != nil {
+			return nil, err
+		}
+		text += s
+	}
+	rs, err := iptables.ParseSave(text)
+	if err != nil {
+		return nil, err
+	}
+	return iptables.Route(rs, d.nodeIPs, pkt)
+}
+
+func dataplaneOf(r *scenarios.Run) *Dataplane {
+	d, _ := r.Dataplane().(*Dataplane)
+	return d
+}
