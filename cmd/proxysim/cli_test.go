@@ -132,3 +132,20 @@ func TestTraceIsJSONLines(t *testing.T) {
 		}
 	}
 }
+
+// mode: iptables replays from the CLI once the mode is linked in; a wrong
+// route fails with exit code 1 and shows both sides.
+func TestReplayIPTablesScenarios(t *testing.T) {
+	files, _ := filepath.Glob("../../scenarios/testdata/iptables/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no iptables scenarios")
+	}
+	code, out, errs := runCLI(append([]string{"replay"}, files...)...)
+	if code != exitPass || strings.Count(out, "PASS iptables-") != len(files) {
+		t.Fatalf("code %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = runCLI("replay", "../../scenarios/testdata/iptables/failing/wrong-route.yaml")
+	if code != exitFail || !strings.Contains(out, "expected: {DROP: 1}") || !strings.Contains(out, "got:      {REJECT: 1}") {
+		t.Fatalf("code %d, want %d\n%s", code, exitFail, out)
+	}
+}

@@ -127,3 +127,25 @@ func TestAffinityRulesParseAndFirstConnectionsSpread(t *testing.T) {
 		t.Errorf("affinity, first connection: %v", sh)
 	}
 }
+
+// A restore that would delete a chain something else still jumps to fails
+// on the fake as in the kernel: the sync fails and the rules stay as they
+// were, old endpoints included.
+func TestARefusedRestoreFailsTheSyncAndChangesNothing(t *testing.T) {
+	dp := synced(t, state(2, nil))
+	stale := iptables.EndpointChain(web, "10.244.0.2:8080")
+	if err := dp.Restore("*nat\n:KUBE-OTHER - [0:0]\n-A KUBE-OTHER -j " + stale + "\nCOMMIT\n"); err != nil {
+		t.Fatal(err)
+	}
+	before := dp.SaveAll()
+	err := iptables.New(iptables.Config{}, dp, nil).Sync(state(1, nil))
+	if err == nil || !strings.Contains(err.Error(), "jumps to "+stale) {
+		t.Fatalf("sync error %v, want the restore refused", err)
+	}
+	if dp.SaveAll() != before {
+		t.Error("a refused restore changed the rules")
+	}
+	if sh := route(t, dp, pod); sh.String() != "{10.244.0.1:8080: 1/2, 10.244.0.2:8080: 1/2}" {
+		t.Errorf("after the refused restore: %v", sh)
+	}
+}
