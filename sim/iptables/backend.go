@@ -107,10 +107,9 @@ func (p *Proxier) Sync(st *proxy.SyncState) error {
 		}
 	}
 	var existing []string
-	if save, err := p.dp.Save("nat"); err != nil {
-		// kube-proxy logs this and only skips the stale-chain cleanup.
-		p.trace("save", "nat", err)
-	} else {
+	// kube-proxy only logs a failed iptables-save and skips the stale-chain
+	// cleanup; a read is no dataplane write, so it is not traced as one.
+	if save, err := p.dp.Save("nat"); err == nil {
 		existing = chainsOf(save)
 	}
 	payload := Render(p.cfg, st, existing)
