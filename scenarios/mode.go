@@ -11,6 +11,7 @@ import (
 
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/runner"
 )
 
 // Mode is a proxy mode as the scenario format sees it: everything that
@@ -34,6 +35,15 @@ type Mode interface {
 	// Fake builds the mode's in-memory dataplane for one replay, on the
 	// world's clock.
 	Fake(s *Scenario, clk clock.PassiveClock) (Dataplane, error)
+}
+
+// RunnerShaper is implemented by a mode whose proxier builds its runner
+// otherwise than RunnerConfig assumes (the IPVS proxier's: syncPeriod is
+// the periodic sync and, in the cooldown generation, the retry).
+// ShapeRunner gets the derived config and returns the mode's; an explicit
+// proxy.retryInterval still wins.
+type RunnerShaper interface {
+	ShapeRunner(p Proxy, cfg runner.Config) runner.Config
 }
 
 // Settings are a mode's own proxy fields. Validate reports their problems

@@ -83,6 +83,11 @@ func RunnerConfig(p Proxy) runner.Config {
 	if gen == runner.Cooldown {
 		cfg.RetryInterval = cfg.MaxInterval
 	}
+	if m, ok := LookupMode(p.Mode); ok {
+		if rs, ok := m.(RunnerShaper); ok {
+			cfg = rs.ShapeRunner(p, cfg)
+		}
+	}
 	if p.RetryInterval != nil {
 		cfg.RetryInterval = p.RetryInterval.D()
 	}

@@ -14,6 +14,7 @@ package iptablesmode
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/runner"
 )
 
 // Name is the mode's name in proxy.mode.
@@ -47,6 +49,25 @@ func (Mode) Expectations() []func() scenarios.Expectation {
 		func() scenarios.Expectation { return &tableExpect{} },
 		func() scenarios.Expectation { return &routeExpect{} },
 	}
+}
+
+// FullSyncPeriod is kube-proxy's proxyutil.FullSyncPeriod: the iptables
+// proxier's runner has it as its maxInterval, in both generations.
+const FullSyncPeriod = time.Hour
+
+// ShapeRunner gives the runner kube-proxy's iptables proxier builds: a
+// periodic sync every FullSyncPeriod, and a failed sync retried after
+// syncPeriod (RetryAfter(syncPeriod) up to v1.33, the runner's
+// retryInterval from v1.34; pkg/proxy/iptables/proxier.go NewProxier and
+// syncProxyRules).
+func (Mode) ShapeRunner(p scenarios.Proxy, cfg runner.Config) runner.Config {
+	syncPeriod := 30 * time.Second
+	if p.SyncPeriod != nil {
+		syncPeriod = p.SyncPeriod.D()
+	}
+	cfg.MaxInterval = FullSyncPeriod
+	cfg.RetryInterval = syncPeriod
+	return cfg
 }
 
 // Fake is fakes.IPTables behind restore-failure injection.
