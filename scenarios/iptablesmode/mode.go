@@ -61,13 +61,17 @@ const FullSyncPeriod = time.Hour
 // retryInterval from v1.34; pkg/proxy/iptables/proxier.go NewProxier and
 // syncProxyRules).
 func (Mode) ShapeRunner(p scenarios.Proxy, cfg runner.Config) runner.Config {
-	syncPeriod := 30 * time.Second
-	if p.SyncPeriod != nil {
-		syncPeriod = p.SyncPeriod.D()
-	}
 	cfg.MaxInterval = FullSyncPeriod
-	cfg.RetryInterval = syncPeriod
+	cfg.RetryInterval = syncPeriodOf(p)
 	return cfg
+}
+
+// syncPeriodOf is proxy.syncPeriod, or kube-proxy's default.
+func syncPeriodOf(p scenarios.Proxy) time.Duration {
+	if p.SyncPeriod != nil {
+		return p.SyncPeriod.D()
+	}
+	return 30 * time.Second
 }
 
 // Fake is fakes.IPTables behind restore-failure injection.
@@ -79,7 +83,7 @@ func (Mode) Fake(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Datapla
 	raw := fakes.NewIPTables()
 	return &Dataplane{
 		name: "fake",
-		cfg:  iptables.Config{ClusterCIDR: set.ClusterCIDR, MasqueradeAll: set.MasqueradeAll},
+		cfg:  iptables.Config{ClusterCIDR: set.ClusterCIDR, MasqueradeAll: set.MasqueradeAll, SyncPeriod: syncPeriodOf(s.Proxy)},
 		raw:  raw, faults: iptables.WithFaults(raw), nodeIPs: set.nodeIPs,
 	}, nil
 }

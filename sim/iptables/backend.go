@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -66,23 +69,30 @@ func (j jump) rule() string {
 type Proxier struct {
 	cfg   Config
 	dp    Dataplane
+	clk   clock.PassiveClock
 	trace func(op, detail string, err error)
+
+	// lastCleanup is when stale chains were last looked for; zero before
+	// the first time, so a new proxier always looks.
+	lastCleanup time.Time
+	cleaned     bool
 }
 
-// New builds a proxier over dp; trace, if not nil, hears every dataplane
+// New builds a proxier over dp on clk (which times the stale-chain cleanup
+// of large-cluster mode); trace, if not nil, hears every dataplane
 // operation.
-func New(cfg Config, dp Dataplane, trace func(op, detail string, err error)) *Proxier {
+func New(cfg Config, dp Dataplane, clk clock.PassiveClock, trace func(op, detail string, err error)) *Proxier {
 	if trace == nil {
 		trace = func(string, string, error) {}
 	}
-	return &Proxier{cfg: cfg, dp: dp, trace: trace}
+	return &Proxier{cfg: cfg, dp: dp, clk: clk, trace: trace}
 }
 
 // Backend returns a sim.Config.NewBackend that programs dp, tracing each
 // restore. Each restart builds a new proxier over the same dataplane.
 func Backend(cfg Config, dp Dataplane) func(*sim.World) (proxy.Backend, error) {
 	return func(w *sim.World) (proxy.Backend, error) {
-		return New(cfg, dp, func(op, detail string, err error) {
+		return New(cfg, dp, w.Clock, func(op, detail string, err error) {
 			e := trace.Event{Kind: trace.Dataplane, Op: op, Detail: detail}
 			if err != nil {
 				e.Err = err.Error()
@@ -106,11 +116,17 @@ func (p *Proxier) Sync(st *proxy.SyncState) error {
 			return fmt.Errorf("iptables: ensure jump %s -> %s: %w", j.from, j.to, err)
 		}
 	}
-	var existing []string
-	// kube-proxy only logs a failed iptables-save and skips the stale-chain
+	// Stale chains are looked for with an iptables-save of nat at every
+	// sync, or at most once per SyncPeriod in large-cluster mode (saving a
+	// huge table is slow). kube-proxy only logs a failed save and skips the
 	// cleanup; a read is no dataplane write, so it is not traced as one.
-	if save, err := p.dp.Save("nat"); err == nil {
-		existing = chainsOf(save)
+	var existing []string
+	now := p.clk.Now()
+	if !LargeCluster(st) || !p.cleaned || now.Sub(p.lastCleanup) > p.cfg.SyncPeriod {
+		if save, err := p.dp.Save("nat"); err == nil {
+			existing = chainsOf(save)
+			p.lastCleanup, p.cleaned = now, true
+		}
 	}
 	payload := Render(p.cfg, st, existing)
 	err := p.dp.Restore(payload)

@@ -11,7 +11,7 @@
 // Modelled so far: the fixed chains, ClusterIP, NodePort, externalIP and
 // LoadBalancer entry points with Cluster and Local traffic policies,
 // ClientIP affinity, no-endpoint REJECT and no-local-endpoint DROP rules,
-// masquerade marks, stale-chain deletion, one full sync every time. Not
-// yet: partial syncs, large-cluster mode, loadBalancerSourceRanges (the FW
-// chains), metrics.
+// masquerade marks, stale-chain deletion, large-cluster mode (no service
+// comments, throttled cleanup), one full sync every time, IPv4. Not yet:
+// partial syncs, loadBalancerSourceRanges (the FW chains), metrics, IPv6.
 package iptables

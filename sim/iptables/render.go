@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/proxysim/proxysim/sim/proxy"
 )
@@ -20,6 +21,26 @@ type Config struct {
 	ClusterCIDR string
 	// MasqueradeAll masquerades all traffic to ClusterIPs.
 	MasqueradeAll bool
+	// SyncPeriod is kube-proxy's --iptables-sync-period: in large-cluster
+	// mode, stale chains are cleaned up at most this often.
+	SyncPeriod time.Duration
+}
+
+// LargeClusterEndpoints is kube-proxy's largeClusterEndpointsThreshold:
+// with more endpoints than this over all service ports, the proxier drops
+// the comments of its per-service and per-endpoint rules and cleans up
+// stale chains at most once per SyncPeriod.
+const LargeClusterEndpoints = 1000
+
+// LargeCluster reports whether a sync state puts kube-proxy in
+// large-cluster mode: endpoints of every service port, counted before
+// selection, as kube-proxy counts them.
+func LargeCluster(st *proxy.SyncState) bool {
+	total := 0
+	for n := range st.Services {
+		total += len(st.Endpoints[n])
+	}
+	return total > LargeClusterEndpoints
 }
 
 // DefaultMasqueradeBit is kube-proxy's default.
@@ -38,6 +59,17 @@ func (c Config) mark() string {
 // chain declarations and rules of each table apart, concatenated at the end.
 type payload struct {
 	filterChains, filterRules, natChains, natRules []string
+	// large drops the comments of SVC, SVL and SEP rules (kube-proxy's
+	// appendServiceCommentLocked in large-cluster mode).
+	large bool
+}
+
+// comment appends a service comment to words unless in large-cluster mode.
+func (p *payload) comment(words []string, text string) []string {
+	if p.large {
+		return words
+	}
+	return append(words, "-m", "comment", "--comment", text)
 }
 
 // line joins words with spaces: the caller quotes a comment with spaces.
@@ -47,17 +79,17 @@ func chainDecl(name string) string { return ":" + name + " - [0:0]" }
 
 func quote(s string) string { return `"` + s + `"` }
 
-// Render returns the restore payload of a full sync, and the nat chains it
-// declares. existingNAT lists the nat chains the dataplane has now, so that
-// stale service chains are flushed and deleted, as kube-proxy does after an
-// iptables-save of the nat table.
+// Render returns the restore payload of a full sync. existingNAT lists the
+// nat chains the dataplane has now, so that stale service chains are
+// flushed and deleted, as kube-proxy does after an iptables-save of the nat
+// table; nil skips the cleanup (large-cluster mode between cleanups).
 //
 // The order of lines follows kube-proxy v1.36's syncProxyRules
 // (pkg/proxy/iptables/proxier.go); where kube-proxy iterates a Go map
 // (service ports), services are taken in name order so that the payload is
 // deterministic.
 func Render(cfg Config, st *proxy.SyncState, existingNAT []string) string {
-	p := &payload{}
+	p := &payload{large: LargeCluster(st)}
 	mark := cfg.mark()
 	for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
 		p.filterChains = append(p.filterChains, chainDecl(c))
@@ -285,8 +317,8 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, n proxy.Serv
 		sep := EndpointChain(n, ep)
 		p.natChains = append(p.natChains, chainDecl(sep))
 		active[sep] = true
-		p.natRules = append(p.natRules, line("-A", sep, "-m", "comment", "--comment", name, "-s", e.IP, "-j", ChainMarkMasq))
-		args := []string{"-A", sep, "-m", "comment", "--comment", name}
+		args := p.comment([]string{"-A", sep}, name)
+		p.natRules = append(p.natRules, line(append(args, "-s", e.IP, "-j", ChainMarkMasq)...))
 		if sp.SessionAffinityClientIP {
 			args = append(args, "-m", "recent", "--name", sep, "--set")
 		}
@@ -307,12 +339,12 @@ func writeEndpointRules(p *payload, n proxy.ServicePortName, sp *proxy.ServicePo
 		}
 		for _, e := range eps {
 			sep := EndpointChain(n, e.String())
-			p.natRules = append(p.natRules, line("-A", chain, "-m", "comment", "--comment", quote(name+" -> "+e.String()),
-				"-m", "recent", "--name", sep, "--rcheck", "--seconds", strconv.Itoa(int(secs)), "--reap", "-j", sep))
+			args := p.comment([]string{"-A", chain}, quote(name+" -> "+e.String()))
+			p.natRules = append(p.natRules, line(append(args, "-m", "recent", "--name", sep, "--rcheck", "--seconds", strconv.Itoa(int(secs)), "--reap", "-j", sep)...))
 		}
 	}
 	for i, e := range eps {
-		args := []string{"-A", chain, "-m", "comment", "--comment", quote(name + " -> " + e.String())}
+		args := p.comment([]string{"-A", chain}, quote(name+" -> "+e.String()))
 		if i < len(eps)-1 {
 			args = append(args, "-m", "statistic", "--mode", "random", "--probability", Probability(len(eps)-i))
 		}

@@ -26,7 +26,7 @@ func state(n int, mutate func(*proxy.ServicePort)) *proxy.SyncState {
 	}
 	var eps []*proxy.Endpoint
 	for i := 1; i <= n; i++ {
-		eps = append(eps, &proxy.Endpoint{IP: fmt.Sprintf("10.244.0.%d", i), Port: 8080, Ready: true, Serving: true})
+		eps = append(eps, &proxy.Endpoint{IP: fmt.Sprintf("10.244.%d.%d", i/256, i%256), Port: 8080, Ready: true, Serving: true})
 	}
 	return &proxy.SyncState{
 		Services:  proxy.ServiceMap{web: sp},
@@ -38,7 +38,7 @@ func state(n int, mutate func(*proxy.ServicePort)) *proxy.SyncState {
 func synced(t *testing.T, st *proxy.SyncState) *fakes.IPTables {
 	t.Helper()
 	dp := fakes.NewIPTables()
-	if err := iptables.New(iptables.Config{ClusterCIDR: "10.244.0.0/16"}, dp, nil).Sync(st); err != nil {
+	if err := iptables.New(iptables.Config{ClusterCIDR: "10.244.0.0/16"}, dp, epoch(), nil).Sync(st); err != nil {
 		t.Fatal(err)
 	}
 	return dp
@@ -105,7 +105,7 @@ func TestNoEndpointsRejectsAndLocalPolicyWithoutLocalEndpointsDrops(t *testing.T
 
 func TestSecondSyncDeletesStaleChains(t *testing.T) {
 	dp := synced(t, state(3, nil))
-	p := iptables.New(iptables.Config{}, dp, nil)
+	p := iptables.New(iptables.Config{}, dp, epoch(), nil)
 	if err := p.Sync(state(1, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestARefusedRestoreFailsTheSyncAndChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dp.SaveAll()
-	err := iptables.New(iptables.Config{}, dp, nil).Sync(state(1, nil))
+	err := iptables.New(iptables.Config{}, dp, epoch(), nil).Sync(state(1, nil))
 	if err == nil || !strings.Contains(err.Error(), "jumps to "+stale) {
 		t.Fatalf("sync error %v, want the restore refused", err)
 	}
