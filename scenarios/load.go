@@ -64,6 +64,13 @@ var yamlLineRE = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
 
 func parse(file string, data []byte, dir folder, base string) (*Scenario, error) {
 	d := &decoder{file: file}
+	source := data
+	var inline inlineObjects
+	if len(data) >= inlineFastMin {
+		if rest, in, ok := cutInlineObjects(data); ok {
+			data, inline = rest, in
+		}
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -89,7 +96,7 @@ func parse(file string, data []byte, dir folder, base string) (*Scenario, error)
 	if p := secondDocument(dec, file); p != nil {
 		d.problems = append(d.problems, *p)
 	}
-	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base}
+	s := &Scenario{File: file, Dir: filepath.Dir(file), source: source, folder: dir, base: base, inline: inline}
 	d.mode, _ = modeOf(&doc)
 	d.decode(&doc, "", reflectValue(s))
 	// Validate even a file that did not decode cleanly, so that every
@@ -137,15 +144,19 @@ func (d *decoder) validate(s *Scenario) {
 		d.validateProxy(v, &s.Proxy)
 	}
 
+	// Objects cut out of a large file come first: they are the file's
+	// objects list, which the general path then found empty.
+	objects := d.decodeInline(s.inline)
 	for i := range s.Objects {
-		for _, o := range d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i)) {
-			if v.known[o.Key] {
-				d.addAt(o.Pos, "%s is defined twice", o.Key)
-			}
-			v.known[o.Key] = true
-			v.state[o.Key] = o.Obj
-			s.Initial = append(s.Initial, o)
+		objects = append(objects, d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i))...)
+	}
+	for _, o := range objects {
+		if v.known[o.Key] {
+			d.addAt(o.Pos, "%s is defined twice", o.Key)
 		}
+		v.known[o.Key] = true
+		v.state[o.Key] = o.Obj
+		s.Initial = append(s.Initial, o)
 	}
 	if len(s.Timeline) == 0 {
 		d.addAt(s.Src.At("timeline"), "required: at least one step")

@@ -35,8 +35,9 @@ type Scenario struct {
 	Dir     string   `yaml:"-"`
 	Initial []Object `yaml:"-"`
 	source  []byte
-	folder  folder // where the files it names are
-	base    string // the scenario's own name in folder ("" if parsed from memory)
+	folder  folder        // where the files it names are
+	base    string        // the scenario's own name in folder ("" if parsed from memory)
+	inline  inlineObjects // objects cut out of a large file, decoded like a manifest file
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the
