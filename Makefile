@@ -36,10 +36,12 @@ fuzz:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME)
 
-## fuzz-fast: the fast manifest reader against yaml.v3 (its findings stay in
-## testdata/fuzz/FuzzFastYAML, which every `go test` replays)
+## fuzz-fast: the fast manifest reader against yaml.v3, and the cut-out
+## inline objects against the general path (their findings stay in
+## testdata/fuzz, which every `go test` replays)
 fuzz-fast:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzInlineCut$$' -fuzztime $(FUZZTIME)
 
 ## build: a static proxysim (what --dataplane vm needs)
 build:

@@ -3,6 +3,9 @@ package scenarios
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // inlineFastMin is the size from which a scenario's inline objects are cut
@@ -13,8 +16,27 @@ var inlineFastMin = 256 << 10
 // inlineObjects are the items of a scenario's top-level objects list, cut out
 // of its text.
 type inlineObjects struct {
-	docs   []document
-	column int // the column their text starts at in the file, from 1
+	docs    []document
+	column  int // the column their text starts at in the file, from 1
+	keyLine int // the line of "objects:"
+}
+
+// holds reports whether the rest of the file, parsed, has the cut-out list
+// where it was: "objects" a key of the top-level mapping, on its line. Any
+// other reading of the file (a syntax error, another root) is the general
+// path's to report.
+func (in inlineObjects) holds(doc *yaml.Node) bool {
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return false
+	}
+	root := doc.Content[0]
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value == "objects" {
+			return k.Line == in.keyLine && k.Column == 1 && v.Kind == yaml.SequenceNode && len(v.Content) == 0
+		}
+	}
+	return false
 }
 
 // cutInlineObjects finds the block list under a top-level "objects:" line
@@ -23,6 +45,16 @@ type inlineObjects struct {
 // "objects: []" in its place. It reports false for any other shape, which
 // the general path then reads.
 func cutInlineObjects(data []byte) ([]byte, inlineObjects, bool) {
+	// Bytes yaml.v3 refuses make the whole file unreadable to it, wherever
+	// they are (a comment included): its error is the one to report.
+	if !utf8.Valid(data) {
+		return nil, inlineObjects{}, false
+	}
+	for _, c := range data {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
+			return nil, inlineObjects{}, false
+		}
+	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	start := -1
 	for i, l := range lines {
@@ -71,8 +103,9 @@ func cutInlineObjects(data []byte) ([]byte, inlineObjects, bool) {
 		if n == ind {
 			flush()
 			rest := l[ind+2:]
-			if r := bytes.TrimLeft(rest, " "); len(r) == 0 || r[0] == '-' || r[0] == '{' || r[0] == '[' || bytes.HasPrefix(r, []byte("file:")) {
-				return nil, inlineObjects{}, false // a list, a flow manifest or a file reference
+			r := bytes.TrimRight(rest, "\r\n")
+			if _, _, isKey := splitKey(r); !isKey || r[0] == ' ' || bytes.HasPrefix(r, []byte("file:")) {
+				return nil, inlineObjects{}, false // not a manifest's first key, or a file reference
 			}
 			items = append(items, document{line: end + 1})
 			cur = append(cur, rest)
@@ -98,7 +131,7 @@ func cutInlineObjects(data []byte) ([]byte, inlineObjects, bool) {
 			out = append(out, l...)
 		}
 	}
-	return out, inlineObjects{docs: items, column: ind + 3}, true
+	return out, inlineObjects{docs: items, column: ind + 3, keyLine: start + 1}, true
 }
 
 // decodeInline decodes cut-out inline objects as objects[i] of the scenario.

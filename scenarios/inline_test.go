@@ -64,3 +64,36 @@ func TestInlineObjectsCutOutMatchTheGeneralPath(t *testing.T) {
 		t.Fatalf("objects differ: %d cut out, %d general (%s%s)", len(cutObjs), len(generalObjs), cut, general)
 	}
 }
+
+// FuzzInlineCut holds the cut-out path to the general one on any input:
+// the same problems, or the same objects.
+func FuzzInlineCut(f *testing.F) {
+	for _, pattern := range []string{"testdata/invalid/*.yaml", "testdata/hostile/*.yaml", "testdata/features/*.yaml", "library/*.yaml"} {
+		files, _ := filepath.Glob(pattern)
+		for _, p := range files {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parse := func(min int) (*Scenario, error) {
+			saved := inlineFastMin
+			inlineFastMin = min
+			defer func() { inlineFastMin = saved }()
+			return Parse("fuzz.yaml", append([]byte(nil), data...), nil)
+		}
+		general, gerr := parse(1 << 30)
+		cut, cerr := parse(0)
+		switch {
+		case (gerr == nil) != (cerr == nil):
+			t.Fatalf("general: %v\ncut out: %v", gerr, cerr)
+		case gerr != nil:
+			if gerr.Error() != cerr.Error() {
+				t.Fatalf("problems differ\ngeneral:\n%v\ncut out:\n%v", gerr, cerr)
+			}
+		case !reflect.DeepEqual(general.Initial, cut.Initial):
+			t.Fatalf("objects differ: %d general, %d cut out", len(general.Initial), len(cut.Initial))
+		}
+	})
+}

@@ -63,17 +63,29 @@ func Parse(file string, data []byte, dir fs.FS) (*Scenario, error) {
 var yamlLineRE = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
 
 func parse(file string, data []byte, dir folder, base string) (*Scenario, error) {
+	return parseCut(file, data, dir, base, len(data) >= inlineFastMin)
+}
+
+// parseCut parses a scenario, cutting its inline objects out when cut is set.
+func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Scenario, error) {
 	d := &decoder{file: file}
 	source := data
 	var inline inlineObjects
-	if len(data) >= inlineFastMin {
-		if rest, in, ok := cutInlineObjects(data); ok {
-			data, inline = rest, in
-		}
-	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
+	if cut {
+		if rest, in, ok := cutInlineObjects(data); ok {
+			cutDec := yaml.NewDecoder(bytes.NewReader(rest))
+			if cutDec.Decode(&doc) == nil && in.holds(&doc) {
+				dec, inline = cutDec, in
+			} else {
+				doc = yaml.Node{}
+			}
+		}
+	}
+	if inline.docs != nil {
+		// Parsed already, without the list.
+	} else if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, Problems{{File: file, Line: 1, Column: 1, Msg: "empty scenario file"}}
 		}
@@ -102,6 +114,11 @@ func parse(file string, data []byte, dir folder, base string) (*Scenario, error)
 	// Validate even a file that did not decode cleanly, so that every
 	// problem is reported at once.
 	d.validate(s)
+	if d.syntaxInDocs && inline.docs != nil {
+		// A cut-out object that is not YAML makes the whole file not
+		// YAML: the general path reports that as the file's one problem.
+		return parseCut(file, source, dir, base, false)
+	}
 	if len(d.problems) > 0 {
 		sort.SliceStable(d.problems, func(i, j int) bool {
 			a, b := d.problems[i], d.problems[j]

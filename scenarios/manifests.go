@@ -63,6 +63,7 @@ type parsedDoc struct {
 	obj      Object
 	ok       bool
 	problems Problems
+	syntax   bool // the document is not YAML
 }
 
 // decodeDocuments decodes the documents of a manifest file in parallel.
@@ -97,6 +98,7 @@ func (d *decoder) decodeDocumentsAt(name string, docs []document, pathOf func(in
 	wg.Wait()
 	var objs []Object
 	for _, p := range out {
+		d.syntaxInDocs = d.syntaxInDocs || p.syntax
 		d.problems = append(d.problems, p.problems...)
 		if p.ok {
 			objs = append(objs, p.obj)
@@ -123,7 +125,7 @@ func decodeDocument(name string, doc document, path string, shift int) parsedDoc
 			line += l - 1
 		}
 		sub.problems = append(sub.problems, Problem{File: name, Line: line, Column: 1 + shift, Path: path, Msg: err.Error()})
-		return parsedDoc{problems: sub.problems}
+		return parsedDoc{problems: sub.problems, syntax: true}
 	}
 	if len(n.Content) == 0 || n.Content[0].Tag == "!!null" {
 		return parsedDoc{}
