@@ -151,13 +151,19 @@ func (r *Recorder) Keep(n int) {
 	r.keep, r.ring, r.head = n, append(make([]Event, 0, n), held...), 0
 }
 
-// Stream writes every event recorded from now on to w as a JSON line, as
-// it is recorded. The first write error is kept (see Err) and ends streaming.
+// Stream writes the events held so far, then every event as it is
+// recorded, to w as JSON lines. The first write error is kept (see Err) and
+// ends streaming.
 func (r *Recorder) Stream(w io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sink = json.NewEncoder(w)
 	r.sink.SetEscapeHTML(false)
+	for _, e := range r.held(-1) {
+		if r.sinkErr = r.sink.Encode(e); r.sinkErr != nil {
+			return
+		}
+	}
 }
 
 // Err is the first error writing to the stream.
