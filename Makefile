@@ -23,7 +23,7 @@ vet:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## demo: replay a bundled scenario on the built-in fake dataplane
+## demo: replay two bundled scenarios, with their traces, on the fake dataplane
 demo:
 	$(GO) run ./cmd/proxysim replay -v burst-then-throttle-v1.33 cooldown-v1.34
 
