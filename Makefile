@@ -23,11 +23,11 @@ vet:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## demo: replay a bundled scenario on the built-in fake dataplane
+## demo: replay two bundled scenarios, with their traces, on the fake dataplane
 demo:
 	$(GO) run ./cmd/proxysim replay -v burst-then-throttle-v1.33 cooldown-v1.34
 
-## junit: the scenario library as a JUnit report (junit-e2e.xml)
+## junit: the e2e suite as a JUnit report (junit-e2e.xml); kernel halves skip unprivileged
 junit:
 	$(GO) test ./e2e -ginkgo.junit-report=$(CURDIR)/junit-e2e.xml
 

@@ -58,7 +58,8 @@ type Result struct {
 	Runs     []sim.SyncRecord
 	// Updated lists the golden files or scenario files --update rewrote.
 	Updated []string
-	// Checks counts the expectations evaluated.
+	// Checks counts the evaluations of expect blocks: one per block, and
+	// one more for each re-check of a block with within.
 	Checks int
 	// Wall is how long the replay took in real time.
 	Wall time.Duration

@@ -161,7 +161,8 @@ type SyncExpect struct {
 }
 
 // LatencyExpect bounds the propagation latency of an object's latest change:
-// from its informer event to the end of the first sync that started after it.
+// from its API write to the end of the first sync that could carry it (the
+// first to start after the proxy heard of it).
 type LatencyExpect struct {
 	Object string    `yaml:"object"` // "Kind namespace/name"
 	Max    *Duration `yaml:"max"`

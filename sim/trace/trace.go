@@ -1,6 +1,9 @@
-// Package trace records what a simulated proxy did, in virtual time, as JSON
-// Lines: one event per line, fields in a fixed order, so that the same
-// scenario gives a byte-identical trace on every run.
+// Package trace records what happened in a simulated world, in virtual time,
+// as JSON Lines: object events delivered to the proxy and to any other
+// consumer, consumers' own writes, the proxy's runs and dataplane
+// operations, scenario steps and checks. One event per line, fields in a
+// fixed order, so that the same scenario gives a byte-identical trace on
+// every run.
 package trace
 
 import (
@@ -14,7 +17,7 @@ import (
 
 // Kinds of events.
 const (
-	Object    = "object"      // an informer event reached the proxy
+	Object    = "object"      // an informer event reached a consumer (Detail "to NAME" unless the proxy), or a consumer wrote (Why NAME)
 	Resync    = "resync"      // an informer resync delivered a no-op update
 	Synced    = "synced"      // an informer finished its initial list
 	Request   = "run.request" // Run() was called
