@@ -23,11 +23,11 @@ vet:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## demo: replay a bundled scenario on the built-in fake dataplane
+## demo: replay two bundled scenarios, with their traces, on the fake dataplane
 demo:
 	$(GO) run ./cmd/proxysim replay -v burst-then-throttle-v1.33 cooldown-v1.34
 
-## junit: the scenario library as a JUnit report (junit-e2e.xml)
+## junit: the e2e suite as a JUnit report (junit-e2e.xml); kernel halves skip unprivileged
 junit:
 	$(GO) test ./e2e -ginkgo.junit-report=$(CURDIR)/junit-e2e.xml
 
@@ -36,10 +36,12 @@ fuzz:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME)
 
-## fuzz-fast: the fast manifest reader against yaml.v3 (its findings stay in
-## testdata/fuzz/FuzzFastYAML, which every `go test` replays)
+## fuzz-fast: the fast manifest reader against yaml.v3, and the cut-out
+## inline objects against the general path (their findings stay in
+## testdata/fuzz, which every `go test` replays)
 fuzz-fast:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzInlineCut$$' -fuzztime $(FUZZTIME)
 
 ## build: a static proxysim (what --dataplane vm needs)
 build:

@@ -1,6 +1,8 @@
 // Package e2e wires the engine, the scenario library and the dataplanes
 // together in ginkgo suites: every bundled scenario replays as its own spec
-// on the fake dataplane, so `go test ./...` runs the whole library.
+// on the fake dataplane, so `go test ./...` runs the whole library; the
+// privileged suite (label kernel) runs each IPVS behaviour on the fake and on
+// a real kernel, and skips the kernel half where there is none.
 package e2e
 
 import (

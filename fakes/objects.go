@@ -1,7 +1,9 @@
 // Package fakes holds in-memory stand-ins for the cluster and the kernel:
 // object builders for tests and benchmarks, and a kernel-faithful IPVS with
-// per-namespace sysctls and a dummy device. They exist to test the engine in
-// sim/; they must never be needed by it.
+// a connection table on an injected clock, sysctls and a dummy device,
+// implementing the sim/ipvs interfaces. They test the engine in sim/ and are
+// the IPVS mode's fake dataplane (scenarios/ipvsmode); sim must never need
+// them.
 package fakes
 
 import (

@@ -1,7 +1,9 @@
 package scenarios_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -34,5 +36,30 @@ func TestBudgetsStopAReplay(t *testing.T) {
 	// The default budgets leave the library far inside them.
 	if res, err := scenarios.Replay(s, scenarios.Options{}); err != nil || !res.Passed() {
 		t.Fatalf("default budgets: %v", err)
+	}
+}
+
+// dataplaneOps counts the proxier's startup writes (its sysctls) too, and
+// the streamed trace starts with them.
+func TestDataplaneOpsCountStartupWrites(t *testing.T) {
+	src := func(n int) []byte {
+		return []byte(fmt.Sprintf("name: ops\nproxy: {version: v1.34.0, kernel: 5.4.0}\ntimeline:\n  - at: 1s\n    expect: {dataplaneOps: {count: %d}}\n", n))
+	}
+	s, err := scenarios.Parse("ops.yaml", src(0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed bytes.Buffer
+	res, err := scenarios.Replay(s, scenarios.Options{TraceStream: &streamed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := strings.Count(streamed.String(), `"ev":"dataplane"`)
+	if writes == 0 || res.Passed() {
+		t.Fatalf("%d startup writes streamed; count 0 passed: %v", writes, res.Passed())
+	}
+	s, _ = scenarios.Parse("ops.yaml", src(writes), nil)
+	if res, err := scenarios.Replay(s, scenarios.Options{}); err != nil || !res.Passed() {
+		t.Fatalf("count %d: %v %v", writes, err, res.Failures)
 	}
 }

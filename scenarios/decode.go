@@ -99,6 +99,8 @@ type decoder struct {
 	file     string
 	problems Problems
 	visited  int
+	// syntaxInDocs: a document decoded apart was not YAML.
+	syntaxInDocs bool
 	// mode is the scenario's mode, found before decoding (its parts decide
 	// which keys exist); nil when proxy.mode names no registered mode.
 	mode Mode

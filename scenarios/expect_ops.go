@@ -2,8 +2,9 @@ package scenarios
 
 import "fmt"
 
-// opsExpect counts dataplane write operations (sysctls included), as the
-// trace records them whatever the mode.
+// opsExpect counts dataplane write operations, as the trace records them
+// whatever the mode, from the moment the replay observes the trace: the
+// startup sysctls, written while the world is built, are not counted.
 type opsExpect struct {
 	DataplaneOps *CountExpect `yaml:"dataplaneOps"`
 }

@@ -63,10 +63,29 @@ func Parse(file string, data []byte, dir fs.FS) (*Scenario, error) {
 var yamlLineRE = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
 
 func parse(file string, data []byte, dir folder, base string) (*Scenario, error) {
+	return parseCut(file, data, dir, base, len(data) >= inlineFastMin)
+}
+
+// parseCut parses a scenario, cutting its inline objects out when cut is set.
+func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Scenario, error) {
 	d := &decoder{file: file}
+	source := data
+	var inline inlineObjects
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
+	if cut {
+		if rest, in, ok := cutInlineObjects(data); ok {
+			cutDec := yaml.NewDecoder(bytes.NewReader(rest))
+			if cutDec.Decode(&doc) == nil && in.holds(&doc) {
+				dec, inline = cutDec, in
+			} else {
+				doc = yaml.Node{}
+			}
+		}
+	}
+	if inline.docs != nil {
+		// Parsed already, without the list.
+	} else if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, Problems{{File: file, Line: 1, Column: 1, Msg: "empty scenario file"}}
 		}
@@ -89,12 +108,17 @@ func parse(file string, data []byte, dir folder, base string) (*Scenario, error)
 	if p := secondDocument(dec, file); p != nil {
 		d.problems = append(d.problems, *p)
 	}
-	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base}
+	s := &Scenario{File: file, Dir: filepath.Dir(file), source: source, folder: dir, base: base, inline: inline}
 	d.mode, _ = modeOf(&doc)
 	d.decode(&doc, "", reflectValue(s))
 	// Validate even a file that did not decode cleanly, so that every
 	// problem is reported at once.
 	d.validate(s)
+	if d.syntaxInDocs && inline.docs != nil {
+		// A cut-out object that is not YAML makes the whole file not
+		// YAML: the general path reports that as the file's one problem.
+		return parseCut(file, source, dir, base, false)
+	}
 	if len(d.problems) > 0 {
 		sort.SliceStable(d.problems, func(i, j int) bool {
 			a, b := d.problems[i], d.problems[j]
@@ -137,15 +161,19 @@ func (d *decoder) validate(s *Scenario) {
 		d.validateProxy(v, &s.Proxy)
 	}
 
+	// Objects cut out of a large file come first: they are the file's
+	// objects list, which the general path then found empty.
+	objects := d.decodeInline(s.inline)
 	for i := range s.Objects {
-		for _, o := range d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i)) {
-			if v.known[o.Key] {
-				d.addAt(o.Pos, "%s is defined twice", o.Key)
-			}
-			v.known[o.Key] = true
-			v.state[o.Key] = o.Obj
-			s.Initial = append(s.Initial, o)
+		objects = append(objects, d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i))...)
+	}
+	for _, o := range objects {
+		if v.known[o.Key] {
+			d.addAt(o.Pos, "%s is defined twice", o.Key)
 		}
+		v.known[o.Key] = true
+		v.state[o.Key] = o.Obj
+		s.Initial = append(s.Initial, o)
 	}
 	if len(s.Timeline) == 0 {
 		d.addAt(s.Src.At("timeline"), "required: at least one step")

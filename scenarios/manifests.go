@@ -63,10 +63,17 @@ type parsedDoc struct {
 	obj      Object
 	ok       bool
 	problems Problems
+	syntax   bool // the document is not YAML
 }
 
 // decodeDocuments decodes the documents of a manifest file in parallel.
 func (d *decoder) decodeDocuments(name string, docs []document) []Object {
+	return d.decodeDocumentsAt(name, docs, func(i int) string { return fmt.Sprintf("(document %d)", i) }, 0)
+}
+
+// decodeDocumentsAt decodes documents in parallel, naming the i-th pathOf(i);
+// their text starts shift columns right of the file's margin.
+func (d *decoder) decodeDocumentsAt(name string, docs []document, pathOf func(int) string, shift int) []Object {
 	out := make([]parsedDoc, len(docs))
 	workers := min(runtime.GOMAXPROCS(0), len(docs))
 	var wg sync.WaitGroup
@@ -84,13 +91,14 @@ func (d *decoder) decodeDocuments(name string, docs []document) []Object {
 				if i >= len(docs) {
 					return
 				}
-				out[i] = decodeDocument(name, docs[i], i)
+				out[i] = decodeDocument(name, docs[i], pathOf(i), shift)
 			}
 		}()
 	}
 	wg.Wait()
 	var objs []Object
 	for _, p := range out {
+		d.syntaxInDocs = d.syntaxInDocs || p.syntax
 		d.problems = append(d.problems, p.problems...)
 		if p.ok {
 			objs = append(objs, p.obj)
@@ -99,12 +107,12 @@ func (d *decoder) decodeDocuments(name string, docs []document) []Object {
 	return objs
 }
 
-func decodeDocument(name string, doc document, i int) parsedDoc {
+func decodeDocument(name string, doc document, path string, shift int) parsedDoc {
 	// The fast path first; a document it cannot take, or one with a
 	// problem, goes the general way, which knows every node's line.
 	var buf bytes.Buffer
 	if first, ok := fastJSON(doc.data, &buf); ok {
-		if o, ok := decodeFast(name, doc.data, buf.Bytes(), Pos{Line: doc.line + first, Column: 1, Path: fmt.Sprintf("(document %d)", i)}); ok {
+		if o, ok := decodeFast(name, doc.data, buf.Bytes(), Pos{Line: doc.line + first, Column: 1 + shift, Path: path}); ok {
 			return parsedDoc{obj: o, ok: true}
 		}
 	}
@@ -116,20 +124,20 @@ func decodeDocument(name string, doc document, i int) parsedDoc {
 			l, _ := strconv.Atoi(m[1])
 			line += l - 1
 		}
-		sub.problems = append(sub.problems, Problem{File: name, Line: line, Column: 1, Path: fmt.Sprintf("(document %d)", i), Msg: err.Error()})
-		return parsedDoc{problems: sub.problems}
+		sub.problems = append(sub.problems, Problem{File: name, Line: line, Column: 1 + shift, Path: path, Msg: err.Error()})
+		return parsedDoc{problems: sub.problems, syntax: true}
 	}
 	if len(n.Content) == 0 || n.Content[0].Tag == "!!null" {
 		return parsedDoc{}
 	}
-	shiftLines(&n, doc.line-1)
-	o, ok := sub.decodeManifest(name, &n, fmt.Sprintf("(document %d)", i))
+	shiftLines(&n, doc.line-1, shift)
+	o, ok := sub.decodeManifest(name, &n, path)
 	return parsedDoc{obj: o, ok: ok, problems: sub.problems}
 }
 
-// shiftLines moves a document's positions to the file's lines.
-func shiftLines(n *yaml.Node, by int) {
-	if by == 0 {
+// shiftLines moves a document's positions to the file's lines and columns.
+func shiftLines(n *yaml.Node, by, cols int) {
+	if by == 0 && cols == 0 {
 		return
 	}
 	stack := []*yaml.Node{n}
@@ -137,6 +145,7 @@ func shiftLines(n *yaml.Node, by int) {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		n.Line += by
+		n.Column += cols
 		stack = append(stack, n.Content...)
 	}
 }

@@ -58,7 +58,8 @@ type Result struct {
 	Runs     []sim.SyncRecord
 	// Updated lists the golden files or scenario files --update rewrote.
 	Updated []string
-	// Checks counts the expectations evaluated.
+	// Checks counts the evaluations of expect blocks: one per block, and
+	// one more for each re-check of a block with within.
 	Checks int
 	// Wall is how long the replay took in real time.
 	Wall time.Duration
@@ -168,17 +169,24 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	defer w.Close()
 	r.w = w
-	if opts.TraceKeep > 0 {
-		w.Trace.Keep(opts.TraceKeep)
-	}
+	// Building the world started the proxier, which may have written to
+	// the dataplane already (its startup sysctls): those events count and
+	// stream like every later one.
 	if opts.TraceStream != nil {
 		w.Trace.Stream(opts.TraceStream)
 	}
-	w.Trace.Observe(func(e trace.Event) {
+	countOp := func(e trace.Event) {
 		if e.Kind == trace.Dataplane && e.Op != "note" {
 			r.dataplaneAt = append(r.dataplaneAt, time.Duration(e.At))
 		}
-	})
+	}
+	for _, e := range w.Trace.Events() {
+		countOp(e)
+	}
+	w.Trace.Observe(countOp)
+	if opts.TraceKeep > 0 {
+		w.Trace.Keep(opts.TraceKeep)
+	}
 	r.res = &Result{Scenario: s, Env: dp.Name(), Trace: w.Trace}
 	for _, o := range s.Initial {
 		if err := w.Create(o.Obj); err != nil {

@@ -35,8 +35,9 @@ type Scenario struct {
 	Dir     string   `yaml:"-"`
 	Initial []Object `yaml:"-"`
 	source  []byte
-	folder  folder // where the files it names are
-	base    string // the scenario's own name in folder ("" if parsed from memory)
+	folder  folder        // where the files it names are
+	base    string        // the scenario's own name in folder ("" if parsed from memory)
+	inline  inlineObjects // objects cut out of a large file, decoded like a manifest file
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the
@@ -160,7 +161,8 @@ type SyncExpect struct {
 }
 
 // LatencyExpect bounds the propagation latency of an object's latest change:
-// from its informer event to the end of the first sync that started after it.
+// from its API write to the end of the first sync that could carry it (the
+// first to start after the proxy heard of it).
 type LatencyExpect struct {
 	Object string    `yaml:"object"` // "Kind namespace/name"
 	Max    *Duration `yaml:"max"`

@@ -10,8 +10,10 @@
 // its clock, straight from one deadline to the next. So a scenario of hours
 // replays in milliseconds and gives the same trace on every run.
 //
-// sim defines the interfaces backends implement (see sim/ipvs); it never
-// imports the real-kernel code in netns/.
+// sim names no proxy mode: a backend implements proxy.Backend, and a mode
+// plugs its own in through Config.NewBackend (see ipvs.Backend, which imports
+// sim, never the other way round). sim never imports fakes/ or the
+// real-kernel code in netns/.
 package sim
 
 import (

@@ -306,7 +306,7 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 	case "netns":
 		return netnsDataplane, nil
 	}
-	return nil, fmt.Errorf("unknown dataplane %q (available: fake, netns, vm)", name)
+	return nil, fmt.Errorf("unknown dataplane %q (available: fake, netns; replay also takes vm)", name)
 }
 
 // loadAll loads every argument: a file path, or the name of a bundled

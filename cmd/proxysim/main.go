@@ -1,4 +1,6 @@
-// Command proxysim replays, validates and traces proxysim scenarios.
+// Command proxysim replays, validates, traces, lists and shows proxysim
+// scenarios, on the fake dataplane or a real kernel, and runs a static binary
+// in a VM with Debian's cloud kernel (vm).
 package main
 
 import (

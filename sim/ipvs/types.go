@@ -2,8 +2,10 @@
 // endpoint state into IPVS virtual and real servers, addresses on the
 // kube-ipvs0 dummy device and sysctls, through the interfaces defined here.
 //
-// fakes/ implements the interfaces in memory, netns/ against a real kernel in
-// a network namespace. This package must not touch the host.
+// Backend plugs the proxier into a sim.World as its dataplane backend: this
+// package imports sim, never the other way round. fakes/ implements the
+// interfaces in memory, netns/ against a real kernel in a network namespace.
+// This package must not touch the host.
 package ipvs
 
 import (

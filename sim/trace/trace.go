@@ -1,6 +1,9 @@
-// Package trace records what a simulated proxy did, in virtual time, as JSON
-// Lines: one event per line, fields in a fixed order, so that the same
-// scenario gives a byte-identical trace on every run.
+// Package trace records what happened in a simulated world, in virtual time,
+// as JSON Lines: object events delivered to the proxy and to any other
+// consumer, consumers' own writes, the proxy's runs and dataplane
+// operations, scenario steps and checks. One event per line, fields in a
+// fixed order, so that the same scenario gives a byte-identical trace on
+// every run.
 package trace
 
 import (
@@ -14,7 +17,7 @@ import (
 
 // Kinds of events.
 const (
-	Object    = "object"      // an informer event reached the proxy
+	Object    = "object"      // an informer event reached a consumer (Detail "to NAME" unless the proxy), or a consumer wrote (Why NAME)
 	Resync    = "resync"      // an informer resync delivered a no-op update
 	Synced    = "synced"      // an informer finished its initial list
 	Request   = "run.request" // Run() was called
@@ -151,13 +154,19 @@ func (r *Recorder) Keep(n int) {
 	r.keep, r.ring, r.head = n, append(make([]Event, 0, n), held...), 0
 }
 
-// Stream writes every event recorded from now on to w as a JSON line, as
-// it is recorded. The first write error is kept (see Err) and ends streaming.
+// Stream writes the events held so far, then every event as it is
+// recorded, to w as JSON lines. The first write error is kept (see Err) and
+// ends streaming.
 func (r *Recorder) Stream(w io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sink = json.NewEncoder(w)
 	r.sink.SetEscapeHTML(false)
+	for _, e := range r.held(-1) {
+		if r.sinkErr = r.sink.Encode(e); r.sinkErr != nil {
+			return
+		}
+	}
 }
 
 // Err is the first error writing to the stream.
