@@ -199,10 +199,7 @@ func (t *tracer) chain(table, name string, st state, w *big.Rat, depth int) ([]b
 			case "DROP", "REJECT":
 				done = append(done, branch{st: st, w: taken, verdict: r.Target})
 			case "DNAT":
-				host, port, _ := net.SplitHostPort(r.ToDest)
-				st.dnat = r.ToDest
-				st.dst = net.ParseIP(host)
-				fmt.Sscan(port, &st.dport)
+				st.dnat, st.dst, st.dport = r.ToDest, r.ToIP, r.ToPort
 				done = append(done, branch{st: st, w: taken, verdict: VerdictAccept})
 			default:
 				sub, err := t.chain(table, r.Target, st, taken, depth+1)
@@ -229,14 +226,12 @@ func (t *tracer) chain(table, name string, st state, w *big.Rat, depth int) ([]b
 	return done, nil
 }
 
-func inNet(n *net.IPNet, ip net.IP) bool { return n.Contains(ip) }
-
 // matches reports whether a rule's matches hold for the packet in state st.
 func (t *tracer) matches(r *Rule, st state) (bool, error) {
-	if r.Src != nil && inNet(r.Src, t.pkt.Src) == r.NotSrc {
+	if r.Src != nil && r.Src.Contains(t.pkt.Src) == r.NotSrc {
 		return false, nil
 	}
-	if r.Dst != nil && inNet(r.Dst, st.dst) == r.NotDst {
+	if r.Dst != nil && r.Dst.Contains(st.dst) == r.NotDst {
 		return false, nil
 	}
 	if r.Protocol != "" && r.Protocol != t.pkt.Protocol {

@@ -41,7 +41,9 @@ type Rule struct {
 	NFAcctName       string
 
 	Target      string // a chain, or ACCEPT, DROP, REJECT, RETURN, DNAT, MARK, MASQUERADE
-	ToDest      string // DNAT --to-destination ip:port
+	ToDest      string // DNAT --to-destination ip:port, as written
+	ToIP        net.IP
+	ToPort      int
 	OrMark      uint32
 	XorMark     uint32
 	HasOr       bool
@@ -274,10 +276,12 @@ func ParseRule(text string) (*Rule, error) {
 			if r.Target != "DNAT" {
 				return nil, fmt.Errorf("--to-destination without -j DNAT")
 			}
-			if _, _, err := net.SplitHostPort(v); err != nil {
-				return nil, fmt.Errorf("bad --to-destination %q", v)
+			host, port, err := net.SplitHostPort(v)
+			p, perr := strconv.Atoi(port)
+			if err != nil || net.ParseIP(host) == nil || perr != nil || p < 1 || p > 65535 {
+				return nil, fmt.Errorf("bad --to-destination %q (want ip:port)", v)
 			}
-			r.ToDest = v
+			r.ToDest, r.ToIP, r.ToPort = v, net.ParseIP(host), p
 		case "--or-mark", "--xor-mark":
 			if r.Target != "MARK" {
 				return nil, fmt.Errorf("%s without -j MARK", w)
