@@ -144,7 +144,7 @@ func lineKey(line int) int {
 }
 
 // Kinds of objects a scenario may name.
-var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true}
+var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true}
 
 func (d *decoder) validate(s *Scenario) {
 	if strings.TrimSpace(s.Name) == "" {
@@ -232,7 +232,7 @@ func orList(words []string) string {
 
 func (d *decoder) validateRef(kind, namespace, name string, src Src, known map[string]bool) {
 	if !supportedKinds[kind] {
-		d.addAt(src.At("kind"), "want Service or EndpointSlice, got %q", kind)
+		d.addAt(src.At("kind"), "want %s, got %q", orList(sortedKeys(supportedKinds)), kind)
 		return
 	}
 	if name == "" {

@@ -24,12 +24,28 @@ type Object struct {
 	File string
 }
 
-// KeyOf names an object the way scenarios and traces do.
+// KeyOf names an object the way scenarios and traces do: "Kind ns/name",
+// or "Kind name" for a cluster-scoped kind.
 func KeyOf(kind, namespace, name string) string {
-	if namespace == "" {
-		namespace = "default"
+	if clusterScoped[kind] {
+		return kind + " " + name
 	}
-	return kind + " " + namespace + "/" + name
+	return kind + " " + namespaceOf(kind, namespace) + "/" + name
+}
+
+// clusterScoped are the kinds without a namespace.
+var clusterScoped = map[string]bool{"Node": true}
+
+// namespaceOf is the namespace an object of kind named with namespace lives
+// in: "default" when none is given, none for a cluster-scoped kind.
+func namespaceOf(kind, namespace string) string {
+	switch {
+	case clusterScoped[kind]:
+		return ""
+	case namespace == "":
+		return "default"
+	}
+	return namespace
 }
 
 var strictDecoder = serjson.NewSerializerWithOptions(serjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
@@ -95,6 +111,11 @@ func defaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, s
 	case *discovery.EndpointSlice:
 		defaultSlice(t)
 		return KeyOf("EndpointSlice", t.Namespace, t.Name), validateSlice(t), true
+	case *v1.Pod:
+		defaultPod(t)
+		return KeyOf("Pod", t.Namespace, t.Name), validatePod(t), true
+	case *v1.Node:
+		return KeyOf("Node", "", t.Name), validateNode(t), true
 	}
 	return "", nil, false
 }

@@ -100,10 +100,7 @@ func (ps *patchStep) Do(r *Run) error {
 		return nil
 	}
 	r.Step("patch", KeyOf(p.Kind, p.Namespace, p.Name), "")
-	ns := p.Namespace
-	if ns == "" {
-		ns = "default"
-	}
+	ns := namespaceOf(p.Kind, p.Namespace)
 	w := r.World()
 	cur, err := w.Get(p.Kind, [2]string{ns, p.Name})
 	if err != nil {
@@ -144,10 +141,7 @@ func (ds *deleteStep) Do(r *Run) error {
 	if d == nil {
 		return nil
 	}
-	ns := d.Namespace
-	if ns == "" {
-		ns = "default"
-	}
+	ns := namespaceOf(d.Kind, d.Namespace)
 	r.Step("delete", KeyOf(d.Kind, ns, d.Name), "")
 	return r.World().Delete(d.Kind, ns, d.Name)
 }

@@ -294,3 +294,151 @@ func fieldMessage(e *field.Error) string {
 	}
 	return e.ErrorBody()
 }
+
+// defaultPod fills what the API server would default for the fields
+// proxysim reads.
+func defaultPod(p *v1.Pod) {
+	if p.Namespace == "" {
+		p.Namespace = "default"
+	}
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			for j := range cs[i].Ports {
+				if cs[i].Ports[j].Protocol == "" {
+					cs[i].Ports[j].Protocol = v1.ProtocolTCP
+				}
+			}
+		}
+	}
+	if len(p.Status.PodIPs) == 0 && p.Status.PodIP != "" {
+		p.Status.PodIPs = []v1.PodIP{{IP: p.Status.PodIP}}
+	}
+}
+
+// validatePod checks a Pod by kubernetes pkg/apis/core/validation's
+// ValidatePodCreate where a cluster would refuse it: metadata, containers
+// (at least one, names DNS labels unique across init and app containers, an
+// image), ports, hostname and subdomain, nodeName, restart policy, grace
+// period, and the status IPs a controller turns into endpoints.
+func validatePod(p *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, apivalidation.ValidateObjectMeta(&p.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
+	spec := field.NewPath("spec")
+	if len(p.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(spec.Child("containers"), "at least one container"))
+	}
+	names := map[string]bool{}
+	portNames := map[string]bool{}
+	for _, group := range []struct {
+		key string
+		cs  []v1.Container
+	}{{"initContainers", p.Spec.InitContainers}, {"containers", p.Spec.Containers}} {
+		for i, c := range group.cs {
+			f := spec.Child(group.key).Index(i)
+			switch {
+			case c.Name == "":
+				errs = append(errs, field.Required(f.Child("name"), "a container name"))
+			case names[c.Name]:
+				errs = append(errs, field.Duplicate(f.Child("name"), c.Name))
+			default:
+				for _, msg := range validation.IsDNS1123Label(c.Name) {
+					errs = append(errs, field.Invalid(f.Child("name"), c.Name, msg))
+				}
+			}
+			names[c.Name] = true
+			if c.Image == "" {
+				errs = append(errs, field.Required(f.Child("image"), "a container image"))
+			}
+			for j, port := range c.Ports {
+				pf := f.Child("ports").Index(j)
+				for _, msg := range validation.IsValidPortNum(int(port.ContainerPort)) {
+					errs = append(errs, field.Invalid(pf.Child("containerPort"), port.ContainerPort, msg))
+				}
+				if port.HostPort != 0 {
+					for _, msg := range validation.IsValidPortNum(int(port.HostPort)) {
+						errs = append(errs, field.Invalid(pf.Child("hostPort"), port.HostPort, msg))
+					}
+				}
+				if port.Name != "" {
+					for _, msg := range validation.IsValidPortName(port.Name) {
+						errs = append(errs, field.Invalid(pf.Child("name"), port.Name, msg))
+					}
+					if portNames[port.Name] {
+						errs = append(errs, field.Duplicate(pf.Child("name"), port.Name))
+					}
+					portNames[port.Name] = true
+				}
+				switch port.Protocol {
+				case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
+				default:
+					errs = append(errs, field.NotSupported(pf.Child("protocol"), port.Protocol, []string{"TCP", "UDP", "SCTP"}))
+				}
+			}
+		}
+	}
+	for _, label := range []struct{ key, value string }{{"hostname", p.Spec.Hostname}, {"subdomain", p.Spec.Subdomain}} {
+		if label.value != "" {
+			for _, msg := range validation.IsDNS1123Label(label.value) {
+				errs = append(errs, field.Invalid(spec.Child(label.key), label.value, msg))
+			}
+		}
+	}
+	if p.Spec.NodeName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(p.Spec.NodeName) {
+			errs = append(errs, field.Invalid(spec.Child("nodeName"), p.Spec.NodeName, msg))
+		}
+	}
+	switch p.Spec.RestartPolicy {
+	case "", v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("restartPolicy"), p.Spec.RestartPolicy, []string{"Always", "OnFailure", "Never"}))
+	}
+	if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+	}
+	status := field.NewPath("status")
+	if p.Status.PodIP != "" {
+		errs = append(errs, validation.IsValidIP(status.Child("podIP"), p.Status.PodIP)...)
+	}
+	// podIPs[0] is podIP (checked below), so only the others need checking.
+	for i, ip := range p.Status.PodIPs {
+		if i > 0 {
+			errs = append(errs, validation.IsValidIP(status.Child("podIPs").Index(i).Child("ip"), ip.IP)...)
+		}
+	}
+	if len(p.Status.PodIPs) > 0 && p.Status.PodIPs[0].IP != p.Status.PodIP {
+		errs = append(errs, field.Invalid(status.Child("podIPs").Index(0).Child("ip"), p.Status.PodIPs[0].IP, "must match status.podIP"))
+	}
+	return errs
+}
+
+// validateNode checks a Node by ValidateNode's rules for what proxysim
+// reads: its name, its addresses (a known type, and an IP where the type is
+// one) and its pod CIDRs.
+func validateNode(n *v1.Node) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, apivalidation.ValidateObjectMeta(&n.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
+	for i, cidr := range append([]string{n.Spec.PodCIDR}, n.Spec.PodCIDRs...) {
+		f := field.NewPath("spec", "podCIDR")
+		if i > 0 {
+			f = field.NewPath("spec", "podCIDRs").Index(i - 1)
+		}
+		if cidr != "" {
+			errs = append(errs, validation.IsValidCIDR(f, cidr)...)
+		}
+	}
+	for i, a := range n.Status.Addresses {
+		f := field.NewPath("status", "addresses").Index(i)
+		switch a.Type {
+		case v1.NodeInternalIP, v1.NodeExternalIP:
+			errs = append(errs, validation.IsValidIP(f.Child("address"), a.Address)...)
+		case v1.NodeHostName, v1.NodeInternalDNS, v1.NodeExternalDNS:
+			if a.Address == "" {
+				errs = append(errs, field.Required(f.Child("address"), "an address"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(f.Child("type"), a.Type, []string{"InternalIP", "ExternalIP", "Hostname", "InternalDNS", "ExternalDNS"}))
+		}
+	}
+	return errs
+}
