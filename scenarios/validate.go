@@ -95,19 +95,9 @@ func validateService(s *v1.Service) field.ErrorList {
 		if len(s.Spec.Ports) > 1 && p.Name == "" {
 			errs = append(errs, field.Required(f.Child("name"), "every port of a multi-port service needs a name"))
 		} else if p.Name != "" {
-			for _, msg := range validation.IsValidPortName(p.Name) {
-				errs = append(errs, field.Invalid(f.Child("name"), p.Name, msg))
-			}
-			if names[p.Name] {
-				errs = append(errs, field.Duplicate(f.Child("name"), p.Name))
-			}
-			names[p.Name] = true
+			errs = append(errs, namedPort(f.Child("name"), p.Name, names)...)
 		}
-		switch p.Protocol {
-		case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
-		default:
-			errs = append(errs, field.NotSupported(f.Child("protocol"), p.Protocol, []string{"TCP", "UDP", "SCTP"}))
-		}
+		errs = append(errs, protocol(f.Child("protocol"), p.Protocol)...)
 		k := portKey{p.Port, p.Protocol}
 		if ports[k] {
 			errs = append(errs, field.Duplicate(f, fmt.Sprintf("%d/%s", p.Port, p.Protocol)))
@@ -255,12 +245,11 @@ func validateSlice(s *discovery.EndpointSlice) field.ErrorList {
 		if p.Name != nil {
 			name = *p.Name
 		}
-		if name != "" {
-			for _, msg := range validation.IsValidPortName(name) {
-				errs = append(errs, field.Invalid(f.Child("name"), name, msg))
-			}
-		}
-		if names[name] {
+		switch {
+		case name != "":
+			errs = append(errs, namedPort(f.Child("name"), name, names)...)
+		case names[""]:
+			// One unnamed port at most: names, the empty one too, are unique.
 			errs = append(errs, field.Duplicate(f.Child("name"), name))
 		}
 		names[name] = true
@@ -270,11 +259,7 @@ func validateSlice(s *discovery.EndpointSlice) field.ErrorList {
 			}
 		}
 		if p.Protocol != nil {
-			switch *p.Protocol {
-			case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
-			default:
-				errs = append(errs, field.NotSupported(f.Child("protocol"), *p.Protocol, []string{"TCP", "UDP", "SCTP"}))
-			}
+			errs = append(errs, protocol(f.Child("protocol"), *p.Protocol)...)
 		}
 	}
 	if len(s.Ports) > maxSlicePorts {
@@ -360,19 +345,9 @@ func validatePod(p *v1.Pod) field.ErrorList {
 					}
 				}
 				if port.Name != "" {
-					for _, msg := range validation.IsValidPortName(port.Name) {
-						errs = append(errs, field.Invalid(pf.Child("name"), port.Name, msg))
-					}
-					if portNames[port.Name] {
-						errs = append(errs, field.Duplicate(pf.Child("name"), port.Name))
-					}
-					portNames[port.Name] = true
+					errs = append(errs, namedPort(pf.Child("name"), port.Name, portNames)...)
 				}
-				switch port.Protocol {
-				case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
-				default:
-					errs = append(errs, field.NotSupported(pf.Child("protocol"), port.Protocol, []string{"TCP", "UDP", "SCTP"}))
-				}
+				errs = append(errs, protocol(pf.Child("protocol"), port.Protocol)...)
 			}
 		}
 	}
@@ -441,4 +416,27 @@ func validateNode(n *v1.Node) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// namedPort checks a port name (an IANA service name) and that it is the
+// only one of that name among seen.
+func namedPort(f *field.Path, name string, seen map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsValidPortName(name) {
+		errs = append(errs, field.Invalid(f, name, msg))
+	}
+	if seen[name] {
+		errs = append(errs, field.Duplicate(f, name))
+	}
+	seen[name] = true
+	return errs
+}
+
+// protocol checks a port's protocol.
+func protocol(f *field.Path, p v1.Protocol) field.ErrorList {
+	switch p {
+	case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(f, p, []string{"TCP", "UDP", "SCTP"})}
 }
