@@ -29,11 +29,6 @@ func GCLimit(maxMemory int64) int64 {
 	return maxMemory / 2
 }
 
-const (
-	runnerPeriodic = runner.ReasonPeriodic
-	runnerRetry    = runner.ReasonRetry
-)
-
 // memoryCheckEvery is how many clock steps pass between two readings of the
 // heap: reading it is cheap, but not free.
 const memoryCheckEvery = 1024
@@ -123,11 +118,11 @@ func (r *replayer) likelyCause() string {
 		}
 	}
 	switch {
-	case resyncs > n && resyncs > starts[string(runnerPeriodic)]:
+	case resyncs > n && resyncs > starts[string(runner.ReasonPeriodic)]:
 		return fmt.Sprintf("proxy.configSyncPeriod %v (line %d): every object is resynced that often", p.ConfigSyncPeriod, p.Src.At("configSyncPeriod").Line)
-	case starts[string(runnerPeriodic)] > 0 && starts[string(runnerPeriodic)] >= n:
+	case starts[string(runner.ReasonPeriodic)] > 0 && starts[string(runner.ReasonPeriodic)] >= n:
 		return fmt.Sprintf("proxy.syncPeriod %v (line %d): a periodic sync that often, over %v of virtual time", RunnerConfig(p).MaxInterval, p.Src.At("syncPeriod").Line, r.w.Now())
-	case starts[string(runnerRetry)] > 0 && starts[string(runnerRetry)] >= n:
+	case starts[string(runner.ReasonRetry)] > 0 && starts[string(runner.ReasonRetry)] >= n:
 		return fmt.Sprintf("failed syncs retried every %v (proxy.retryInterval, line %d)", RunnerConfig(p).RetryInterval, p.Src.At("retryInterval").Line)
 	case n > 0:
 		for i, st := range r.s.Timeline {

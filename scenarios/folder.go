@@ -67,11 +67,8 @@ func (f folder) read(rel string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", rel, unwrapPathError(err))
 		}
-		if !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s %w", rel, ErrNotRegular)
-		}
-		if fi.Size() > MaxFileBytes {
-			return nil, fmt.Errorf("%s %w", rel, ErrTooLarge)
+		if err := readable(rel, fi); err != nil {
+			return nil, err
 		}
 		return fs.ReadFile(f.fsys, name)
 	}
@@ -84,11 +81,8 @@ func (f folder) read(rel string) ([]byte, error) {
 	if err != nil {
 		return nil, f.explain(rel, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %w (%s)", rel, ErrNotRegular, modeName(fi.Mode()))
-	}
-	if fi.Size() > MaxFileBytes {
-		return nil, fmt.Errorf("%s %w", rel, ErrTooLarge)
+	if err := readable(rel, fi); err != nil {
+		return nil, err
 	}
 	// O_NONBLOCK: should the file be swapped for a pipe after the check, the
 	// open must not wait for a writer.
@@ -137,6 +131,14 @@ func (f folder) check(rel string) error {
 		return nil
 	case err != nil:
 		return f.explain(rel, err)
+	}
+	return readable(rel, fi)
+}
+
+// readable refuses what a scenario may not read: anything but a regular
+// file, or one over MaxFileBytes.
+func readable(rel string, fi fs.FileInfo) error {
+	switch {
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("%s %w (%s)", rel, ErrNotRegular, modeName(fi.Mode()))
 	case fi.Size() > MaxFileBytes:

@@ -134,6 +134,22 @@ func cutInlineObjects(data []byte) ([]byte, inlineObjects, bool) {
 	return out, inlineObjects{docs: items, column: ind + 3, keyLine: start + 1}, true
 }
 
+// decodeCut parses data with its inline objects cut out, into doc, and
+// returns the decoder (for what follows the document) and the objects; a nil
+// decoder when the file cannot be read that way.
+func decodeCut(data []byte, doc *yaml.Node) (*yaml.Decoder, inlineObjects) {
+	rest, in, ok := cutInlineObjects(data)
+	if !ok {
+		return nil, inlineObjects{}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(rest))
+	if dec.Decode(doc) != nil || !in.holds(doc) {
+		*doc = yaml.Node{}
+		return nil, inlineObjects{}
+	}
+	return dec, in
+}
+
 // decodeInline decodes cut-out inline objects as objects[i] of the scenario.
 func (d *decoder) decodeInline(in inlineObjects) []Object {
 	return d.decodeDocumentsAt(d.file, in.docs, func(i int) string { return fmt.Sprintf("objects[%d]", i) }, in.column-1)

@@ -69,46 +69,22 @@ func parse(file string, data []byte, dir folder, base string) (*Scenario, error)
 // parseCut parses a scenario, cutting its inline objects out when cut is set.
 func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Scenario, error) {
 	d := &decoder{file: file}
-	source := data
-	var inline inlineObjects
 	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var dec *yaml.Decoder
+	var inline inlineObjects
 	if cut {
-		if rest, in, ok := cutInlineObjects(data); ok {
-			cutDec := yaml.NewDecoder(bytes.NewReader(rest))
-			if cutDec.Decode(&doc) == nil && in.holds(&doc) {
-				dec, inline = cutDec, in
-			} else {
-				doc = yaml.Node{}
-			}
-		}
+		dec, inline = decodeCut(data, &doc)
 	}
-	if inline.docs != nil {
-		// Parsed already, without the list.
-	} else if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, Problems{{File: file, Line: 1, Column: 1, Msg: "empty scenario file"}}
+	if dec == nil {
+		dec = yaml.NewDecoder(bytes.NewReader(data))
+		if err := dec.Decode(&doc); err != nil {
+			return nil, syntaxProblem(file, err)
 		}
-		line, col := 1, 1
-		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			if m[2] != "" {
-				col, _ = strconv.Atoi(m[2])
-			}
-			// yaml.v3 counts lines from 0 in parser errors (and names the
-			// line where the unfinished construct began), from 1 in scanner
-			// errors.
-			if strings.Contains(err.Error(), "did not find expected") {
-				line++
-			}
-		}
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		return nil, Problems{{File: file, Line: line, Column: col, Path: "(syntax)", Msg: msg}}
 	}
 	if p := secondDocument(dec, file); p != nil {
 		d.problems = append(d.problems, *p)
 	}
-	s := &Scenario{File: file, Dir: filepath.Dir(file), source: source, folder: dir, base: base, inline: inline}
+	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base, inline: inline}
 	d.mode, _ = modeOf(&doc)
 	d.decode(&doc, "", reflectValue(s))
 	// Validate even a file that did not decode cleanly, so that every
@@ -117,7 +93,7 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Sce
 	if d.syntaxInDocs && inline.docs != nil {
 		// A cut-out object that is not YAML makes the whole file not
 		// YAML: the general path reports that as the file's one problem.
-		return parseCut(file, source, dir, base, false)
+		return parseCut(file, data, dir, base, false)
 	}
 	if len(d.problems) > 0 {
 		sort.SliceStable(d.problems, func(i, j int) bool {
@@ -428,4 +404,27 @@ func (d *decoder) validateMerge(pt *Patch, path string, state map[string]runtime
 		d.add(findPath(pt.Merge, e.Field), join(mp, e.Field), "%s (after the patch)", fieldMessage(e))
 	}
 	state[key] = out
+}
+
+// syntaxProblem reports a scenario that is not YAML, at the place yaml.v3
+// names.
+func syntaxProblem(file string, err error) error {
+	if errors.Is(err, io.EOF) {
+		return Problems{{File: file, Line: 1, Column: 1, Msg: "empty scenario file"}}
+	}
+	line, col := 1, 1
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		if m[2] != "" {
+			col, _ = strconv.Atoi(m[2])
+		}
+		// yaml.v3 counts lines from 0 in parser errors (and names the
+		// line where the unfinished construct began), from 1 in scanner
+		// errors.
+		if strings.Contains(err.Error(), "did not find expected") {
+			line++
+		}
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	return Problems{{File: file, Line: line, Column: col, Path: "(syntax)", Msg: msg}}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -77,23 +78,13 @@ func (d *decoder) decodeDocumentsAt(name string, docs []document, pathOf func(in
 	out := make([]parsedDoc, len(docs))
 	workers := min(runtime.GOMAXPROCS(0), len(docs))
 	var wg sync.WaitGroup
-	var next sync.Mutex
-	idx := 0
+	var next atomic.Int64
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				next.Lock()
-				i := idx
-				idx++
-				next.Unlock()
-				if i >= len(docs) {
-					return
-				}
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(docs); i = int(next.Add(1) - 1) {
 				out[i] = decodeDocument(name, docs[i], pathOf(i), shift)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	var objs []Object
