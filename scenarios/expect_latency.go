@@ -13,7 +13,7 @@ func (e *latencyExpect) Validate(v *Validator) {
 	if l == nil {
 		return
 	}
-	if !v.known[l.Object] {
+	if !v.Exists(l.Object) {
 		v.Errorf(l.Src.At("object"), "no object %q at this point (write \"Kind namespace/name\")", l.Object)
 	}
 	if l.Max == nil && l.Exact == nil {
@@ -45,7 +45,7 @@ func latency(r *Run, key string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	runs := w.Syncs()
+	runs := w.SyncsView()
 	for _, run := range runs[before:] {
 		if run.End >= 0 {
 			return run.End - at, true

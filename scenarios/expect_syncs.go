@@ -29,7 +29,7 @@ func (e *syncsExpect) Check(r *Run) {
 	if sy == nil {
 		return
 	}
-	runs := r.World().Syncs()
+	runs := r.World().SyncsView()
 	if len(sy.Between) == 2 {
 		var in []sim.SyncRecord
 		for _, run := range runs {

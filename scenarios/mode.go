@@ -38,8 +38,9 @@ type Mode interface {
 }
 
 // RunnerShaper is implemented by a mode whose proxier builds its runner
-// otherwise than RunnerConfig assumes (the IPVS proxier's: syncPeriod is
-// the periodic sync and, in the cooldown generation, the retry).
+// otherwise than RunnerConfig's plain reading of the proxy fields (the
+// IPVS proxier retries after syncPeriod from v1.34; the iptables proxier
+// syncs in full hourly).
 // ShapeRunner gets the derived config and returns the mode's; an explicit
 // proxy.retryInterval still wins.
 type RunnerShaper interface {

@@ -78,12 +78,6 @@ func RunnerConfig(p Proxy) runner.Config {
 	if p.MinSyncPeriod != nil {
 		cfg.MinInterval = p.MinSyncPeriod.D()
 	}
-	// The IPVS proxier of the burst generation never calls RetryAfter; the
-	// cooldown generation's runner retries failed syncs by itself, after
-	// syncPeriod unless told otherwise.
-	if gen == runner.Cooldown {
-		cfg.RetryInterval = cfg.MaxInterval
-	}
 	if m, ok := LookupMode(p.Mode); ok {
 		if rs, ok := m.(RunnerShaper); ok {
 			cfg = rs.ShapeRunner(p, cfg)
@@ -151,12 +145,13 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 			resync = -1
 		}
 	}
+	rc := RunnerConfig(p)
 	cfg := sim.Config{
-		Runner: RunnerConfig(p),
+		Runner: rc,
 		Clock:  clk,
 		// Node hints arrived with PreferSameTrafficDistribution, on from
 		// v1.34: the release that also brought the cooldown runner.
-		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: RunnerConfig(p).Generation == runner.Burst},
+		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: rc.Generation == runner.Burst},
 		NodeName:     p.NodeName,
 		Zone:         p.Zone,
 		ResyncPeriod: resync,
@@ -234,10 +229,12 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 // It stops with a *BudgetError when the replay passes its budget.
 func (r *replayer) advanceTo(t time.Duration) error {
 	start := r.w.Config().Start
+	end := start.Add(t)
 	for {
-		next := start.Add(t)
 		at, ok := r.w.Clock.Pending()
-		if ok && !at.After(next) {
+		due := ok && !at.After(end) // a timer fires before t
+		next := end
+		if due {
 			next = at
 		}
 		if d, ok := r.firstDeadline(); ok && start.Add(d).Before(next) {
@@ -245,7 +242,7 @@ func (r *replayer) advanceTo(t time.Duration) error {
 			r.evalPending()
 			continue
 		}
-		if !ok || at.After(start.Add(t)) {
+		if !due {
 			break
 		}
 		if err := r.overBudget(); err != nil {

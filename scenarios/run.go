@@ -26,9 +26,6 @@ func (r *Run) Dataplane() Dataplane { return r.r.dp }
 // Now is the virtual instant, from the proxy's start.
 func (r *Run) Now() time.Duration { return r.r.w.Now() }
 
-// Scenario is the scenario replayed.
-func (r *Run) Scenario() *Scenario { return r.r.s }
-
 // Trace records an event at the current instant.
 func (r *Run) Trace(e trace.Event) { r.r.w.Trace.Add(e) }
 

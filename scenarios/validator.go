@@ -20,9 +20,6 @@ type Validator struct {
 // Errorf reports a problem at p.
 func (v *Validator) Errorf(p Pos, format string, args ...any) { v.d.addAt(p, format, args...) }
 
-// Scenario is the scenario being loaded.
-func (v *Validator) Scenario() *Scenario { return v.s }
-
 // At is the current step's instant (false outside the timeline, or when the
 // step has none).
 func (v *Validator) At() (Duration, bool) {

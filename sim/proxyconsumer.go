@@ -169,6 +169,10 @@ type SyncRecord struct {
 // and every runner run.
 func (w *World) Syncs() []SyncRecord { return append([]SyncRecord(nil), w.syncs...) }
 
+// SyncsView is Syncs without the copy, for checks that read it after every
+// event; the caller must not change it, nor keep it past the next event.
+func (w *World) SyncsView() []SyncRecord { return w.syncs }
+
 func (w *World) syncStarted(why string) {
 	n := len(w.syncs) + 1
 	w.syncs = append(w.syncs, SyncRecord{N: n, Why: why, Start: w.Now(), End: -1})

@@ -18,6 +18,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -547,8 +548,11 @@ func (w *World) afterWrite(k *kind, op, namespace, name string, err error) error
 		return err
 	}
 	// Its propagation latency counts from the API write even if the proxy
-	// hears of it later.
-	w.written[key] = w.Now()
+	// hears of it later; a kind the proxy does not watch has none (and would
+	// only grow the map).
+	if slices.Contains(w.psub.kinds, k) {
+		w.written[key] = w.Now()
+	}
 	return w.await(k)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/runner"
 )
 
 // Name is the mode's name in proxy.mode.
@@ -32,6 +33,17 @@ type Mode struct{}
 func (Mode) Name() string { return Name }
 
 func (Mode) NewSettings() scenarios.Settings { return &Settings{} }
+
+// ShapeRunner gives the runner kube-proxy's IPVS proxier builds: the burst
+// generation's never calls RetryAfter; from v1.34 the runner retries a
+// failed sync by itself, after syncPeriod (retryInterval = maxInterval,
+// pkg/proxy/ipvs/proxier.go NewProxier).
+func (Mode) ShapeRunner(_ scenarios.Proxy, cfg runner.Config) runner.Config {
+	if cfg.Generation == runner.Cooldown {
+		cfg.RetryInterval = cfg.MaxInterval
+	}
+	return cfg
+}
 
 func (Mode) Actions() []func() scenarios.Action {
 	return []func() scenarios.Action{

@@ -148,14 +148,18 @@ func Render(cfg Config, st *proxy.SyncState, existingNAT []string) string {
 	)
 
 	var b strings.Builder
+	lines := func(ls []string) {
+		for _, l := range ls {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
 	b.WriteString("*filter\n")
-	for _, l := range append(p.filterChains, p.filterRules...) {
-		b.WriteString(l + "\n")
-	}
+	lines(p.filterChains)
+	lines(p.filterRules)
 	b.WriteString("COMMIT\n*nat\n")
-	for _, l := range append(p.natChains, p.natRules...) {
-		b.WriteString(l + "\n")
-	}
+	lines(p.natChains)
+	lines(p.natRules)
 	b.WriteString("COMMIT\n")
 	return b.String()
 }

@@ -368,13 +368,15 @@ func NewRuleset() Ruleset {
 	return rs
 }
 
-// Clone copies the ruleset's chains (rules are immutable and shared).
+// Clone copies the ruleset's chains. Rules are immutable and their lists
+// shared: capped at their length, so that an append copies, and a restore
+// that replaces a chain (most of a full sync) copies nothing.
 func (rs Ruleset) Clone() Ruleset {
 	out := Ruleset{}
 	for tn, t := range rs {
 		out[tn] = Table{}
 		for cn, c := range t {
-			out[tn][cn] = &Chain{Name: c.Name, Policy: c.Policy, Rules: append([]*Rule(nil), c.Rules...)}
+			out[tn][cn] = &Chain{Name: c.Name, Policy: c.Policy, Rules: c.Rules[:len(c.Rules):len(c.Rules)]}
 		}
 	}
 	return out

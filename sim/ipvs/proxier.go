@@ -448,7 +448,7 @@ func (p *Proxier) syncRealServers(d *desiredVS, do func(string, string, error)) 
 		do("add-rs", rsOpWeight(d.vs, rs), p.dp.IPVS.AddRealServer(d.vs, rs))
 	}
 	var stale []RealServer
-	wanted := listed(d.dsts) // already in key order
+	wanted := realServerSet(d.dsts) // desiredFor keeps it in key order
 	for _, rs := range cur {
 		if !wanted.has(rs) {
 			stale = append(stale, rs)
