@@ -416,13 +416,7 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 
 // netnsDataplane replays an IPVS scenario on this kernel, in a fresh node
 // namespace; the wiring lives with the suites, as netns knows no scenarios.
-var netnsDataplane = ipvsmode.OnKernel(func() (ipvs.Dataplane, func() error, error) {
-	node, err := netns.NewNode()
-	if err != nil {
-		return ipvs.Dataplane{}, nil, err
-	}
-	return node.Dataplane, node.Close, nil
-})
+var netnsDataplane = ipvsmode.OnKernel(netns.OpenDataplane)
 
 // TestLeakHelper is not a test: run by the sweeper spec as a child process,
 // it builds a topology and waits to be killed, as a run killed mid-way would.

@@ -177,6 +177,16 @@ type Node struct {
 	ipvs      *IPVS
 }
 
+// OpenDataplane creates a node namespace (see NewNode) and returns its IPVS
+// dataplane and how to remove it: what a replay on this kernel needs.
+func OpenDataplane() (ipvs.Dataplane, func() error, error) {
+	node, err := NewNode()
+	if err != nil {
+		return ipvs.Dataplane{}, nil, err
+	}
+	return node.Dataplane, node.Close, nil
+}
+
 // NewNode creates a node namespace with a real IPVS dataplane. It fails with
 // ErrNoIPVS on a kernel without IPVS, and without root.
 func NewNode() (*Node, error) {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,7 +210,7 @@ func orList(words []string) string {
 
 func (d *decoder) validateRef(kind, namespace, name string, src Src, known map[string]bool) {
 	if !supportedKinds[kind] {
-		d.addAt(src.At("kind"), "want %s, got %q", orList(sortedKeys(supportedKinds)), kind)
+		d.addAt(src.At("kind"), "want %s, got %q", orList(slices.Sorted(maps.Keys(supportedKinds))), kind)
 		return
 	}
 	if name == "" {
@@ -289,15 +291,6 @@ func (d *decoder) validateWindow(between []Duration, src Src) {
 	} else if len(between) == 2 && between[1] < between[0] {
 		d.addAt(src.At("between"), "window ends (%v) before it starts (%v)", between[1], between[0])
 	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // objectsOf decodes an objects entry: a manifest, a list of them, or

@@ -2,7 +2,9 @@ package scenarios
 
 import (
 	"bytes"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -92,7 +94,7 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 	o := Object{Obj: obj, Kind: gvk.Kind, Pos: Pos{Line: n.Line, Column: n.Column, Path: path}, File: file}
 	key, errs, supported := defaultAndValidate(obj)
 	if !supported {
-		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (%s)", gvk.Kind, strings.Join(sortedKeys(supportedKinds), ", "))
+		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (%s)", gvk.Kind, strings.Join(slices.Sorted(maps.Keys(supportedKinds)), ", "))
 	}
 	o.Key = key
 	for _, e := range errs {

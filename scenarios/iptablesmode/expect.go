@@ -2,9 +2,10 @@ package iptablesmode
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,7 +85,7 @@ func (e *routeExpect) Validate(v *scenarios.Validator) {
 	}
 	rt.shares = map[string]*big.Rat{}
 	sum := new(big.Rat)
-	for _, k := range sortedKeys(rt.Shares) {
+	for _, k := range slices.Sorted(maps.Keys(rt.Shares)) {
 		at := rt.Src.At("shares")
 		pos := scenarios.Pos{Line: at.Line, Column: at.Column, Path: at.Path + "." + k}
 		if !verdicts[k] {
@@ -136,7 +137,7 @@ func (e *routeExpect) Check(r *scenarios.Run) {
 // short one and otherwise as a decimal with twelve places.
 func formatShares(s map[string]*big.Rat) string {
 	var parts []string
-	for _, k := range sortedKeys(s) {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
 		v := s[k].RatString()
 		if len(v) > 12 {
 			v = s[k].FloatString(12)
@@ -167,13 +168,4 @@ func (f *restoreFault) Do(r *scenarios.Run) error {
 		dataplaneOf(r).faults.FailNext(n)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -3,6 +3,8 @@ package ipvsmode
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/proxysim/proxysim/scenarios"
@@ -40,14 +42,14 @@ type sysctlsExpect struct {
 func (e *sysctlsExpect) Validate(v *scenarios.Validator) {
 	for name := range e.Sysctls {
 		if !knownSysctls[name] {
-			v.Errorf(e.Src.At("sysctls"), "unknown sysctl %q (known: %s)", name, strings.Join(sortedKeys(knownSysctls), ", "))
+			v.Errorf(e.Src.At("sysctls"), "unknown sysctl %q (known: %s)", name, strings.Join(slices.Sorted(maps.Keys(knownSysctls)), ", "))
 		}
 	}
 }
 
 func (e *sysctlsExpect) Check(r *scenarios.Run) {
 	dp := dataplaneOf(r).raw
-	for _, n := range sortedKeys(e.Sysctls) {
+	for _, n := range slices.Sorted(maps.Keys(e.Sysctls)) {
 		v, err := dp.Sysctl.Get(n)
 		got := fmt.Sprint(v)
 		if err != nil {
@@ -77,7 +79,7 @@ func (e *addressesExpect) Check(r *scenarios.Run) {
 		g = err.Error()
 	}
 	want := append([]string(nil), (*e.Addresses)...)
-	sortStrings(want)
+	slices.Sort(want)
 	if g != strings.Join(want, " ") {
 		r.Fail(e.Src.At("addresses"), "addresses", "["+strings.Join(want, " ")+"]", "["+g+"]")
 	}
@@ -100,7 +102,7 @@ func (e *drainingExpect) Check(r *scenarios.Run) {
 		got = p.Graceful().Pending()
 	}
 	want := append([]string(nil), (*e.Draining)...)
-	sortStrings(want)
+	slices.Sort(want)
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		r.Fail(e.Src.At("draining"), "draining", "["+strings.Join(want, "; ")+"]", "["+strings.Join(got, "; ")+"]")
 	}
@@ -125,7 +127,7 @@ type connectionsExpect struct {
 
 func (e *connectionsExpect) Validate(v *scenarios.Validator) {
 	opened := connsOf(v).opened
-	for _, name := range sortedKeys(e.Connections) {
+	for _, name := range slices.Sorted(maps.Keys(e.Connections)) {
 		c := e.Connections[name]
 		if !opened[name] {
 			v.Errorf(e.Src.At("connections"), "no connection named %q has been opened", name)
@@ -140,7 +142,7 @@ func (e *connectionsExpect) Validate(v *scenarios.Validator) {
 
 func (e *connectionsExpect) Check(r *scenarios.Run) {
 	d := dataplaneOf(r)
-	for _, name := range sortedKeys(e.Connections) {
+	for _, name := range slices.Sorted(maps.Keys(e.Connections)) {
 		ce := e.Connections[name]
 		fail := func(key, expected, got string) {
 			r.Fail(ce.Src.At(key), "connections."+name+"."+key, expected, got)

@@ -12,7 +12,6 @@ package ipvsmode
 import (
 	"fmt"
 	"net"
-	"sort"
 
 	"k8s.io/utils/clock"
 
@@ -131,13 +130,4 @@ func settingsOf(s *scenarios.Scenario) (*Settings, error) {
 		return nil, fmt.Errorf("%s: an IPVS dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
 	}
 	return set, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -3,7 +3,6 @@ package ipvsmode
 import (
 	"fmt"
 	"net"
-	"sort"
 	"strconv"
 
 	"github.com/proxysim/proxysim/scenarios"
@@ -150,8 +149,6 @@ func splitHostPort(s string) (string, uint16, error) {
 	}
 	return h, uint16(n), nil
 }
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 // HasGolden reports whether an IPVS scenario checks the table anywhere.
 func HasGolden(s *scenarios.Scenario) bool {
