@@ -292,19 +292,13 @@ func (h *heldEvents) relist(current []informerEvent) []informerEvent {
 			out = append(out, informerEvent{kind: ev.kind, op: "update", old: before(first), obj: ev.obj})
 		}
 	}
-	keys := make([]string, 0, len(h.first))
-	for k := range h.first {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if seen[k] || h.first[k].op == "add" {
+	for k, ev := range h.first {
+		if seen[k] || ev.op == "add" {
 			continue // still there, or created and deleted during the break
 		}
-		ev := h.first[k]
 		out = append(out, informerEvent{kind: ev.kind, op: "delete", obj: before(ev)})
 	}
-	sortEvents(out)
+	sortEvents(out) // one event per object: this order is total
 	return out
 }
 

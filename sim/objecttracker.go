@@ -121,12 +121,8 @@ func (s *objectStore) Add(obj runtime.Object) error {
 }
 
 func (s *objectStore) Get(gvr schema.GroupVersionResource, ns, name string, _ ...metav1.GetOptions) (runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.res[gvr]; r != nil {
-		if o, ok := r.objs[types.NamespacedName{Namespace: ns, Name: name}]; ok {
-			return copyObject(o.obj), nil
-		}
+	if o, ok := s.stored(gvr, ns, name); ok {
+		return copyObject(o), nil
 	}
 	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 }
