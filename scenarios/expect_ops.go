@@ -16,8 +16,7 @@ func (e *opsExpect) Validate(v *Validator) {
 	if c == nil {
 		return
 	}
-	d.validateWindow(c.Between, c.Src)
-	d.validateCounts(c.Src, map[string]*int{"count": c.Count, "atLeast": c.AtLeast, "atMost": c.AtMost})
+	d.validateCounts(c.Src, c.Between, c.Count, c.AtLeast, c.AtMost)
 	if c.Count == nil && c.AtLeast == nil && c.AtMost == nil {
 		d.addAt(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "say what to expect: count, atLeast or atMost")
 	}

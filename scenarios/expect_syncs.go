@@ -17,8 +17,7 @@ func (e *syncsExpect) Validate(v *Validator) {
 	if sy == nil {
 		return
 	}
-	d.validateWindow(sy.Between, sy.Src)
-	d.validateCounts(sy.Src, map[string]*int{"count": sy.Count, "atLeast": sy.AtLeast, "atMost": sy.AtMost})
+	d.validateCounts(sy.Src, sy.Between, sy.Count, sy.AtLeast, sy.AtMost)
 	if sy.Count == nil && sy.AtLeast == nil && sy.AtMost == nil && sy.At == nil {
 		d.addAt(Pos{sy.Src.Line, sy.Src.Column, sy.Src.Path}, "say what to expect: count, atLeast, atMost or at")
 	}

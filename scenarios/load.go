@@ -259,11 +259,16 @@ func (d *decoder) validateProxy(v *Validator, p *Proxy) {
 	}
 }
 
-// validateCounts refuses negative counts: no count of events can be below 0.
-func (d *decoder) validateCounts(src Src, counts map[string]*int) {
-	for _, k := range []string{"count", "atLeast", "atMost"} {
-		if v := counts[k]; v != nil && *v < 0 {
-			d.addAt(src.At(k), "must not be negative, got %d", *v)
+// validateCounts checks a counting expectation's window and refuses
+// negative counts: no count of events can be below 0.
+func (d *decoder) validateCounts(src Src, between []Duration, count, atLeast, atMost *int) {
+	d.validateWindow(between, src)
+	for _, c := range []struct {
+		key string
+		v   *int
+	}{{"count", count}, {"atLeast", atLeast}, {"atMost", atMost}} {
+		if c.v != nil && *c.v < 0 {
+			d.addAt(src.At(c.key), "must not be negative, got %d", *c.v)
 		}
 	}
 }
