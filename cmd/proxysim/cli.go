@@ -135,7 +135,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		},
 	}
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root and ip_vs), vm (Debian's kernel in QEMU)")
-	replay.Flags().BoolVar(&update, "update", false, "rewrite golden ipvs tables with what the replay produced")
+	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (ipvs and iptables blocks and files) with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 
 	validate := &cobra.Command{
