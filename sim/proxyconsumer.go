@@ -169,6 +169,16 @@ type SyncRecord struct {
 // and every runner run.
 func (w *World) Syncs() []SyncRecord { return append([]SyncRecord(nil), w.syncs...) }
 
+// TraceDataplane records one dataplane operation of the world's proxier,
+// as every mode's backend reports them.
+func (w *World) TraceDataplane(op, detail string, err error) {
+	e := trace.Event{Kind: trace.Dataplane, Op: op, Detail: detail}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	w.Trace.Add(e)
+}
+
 // SyncsView is Syncs without the copy, for checks that read it after every
 // event; the caller must not change it, nor keep it past the next event.
 func (w *World) SyncsView() []SyncRecord { return w.syncs }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
-	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // Dataplane is what the proxier programs: iptables as kube-proxy drives
@@ -92,13 +91,7 @@ func New(cfg Config, dp Dataplane, clk clock.PassiveClock, trace func(op, detail
 // restore. Each restart builds a new proxier over the same dataplane.
 func Backend(cfg Config, dp Dataplane) func(*sim.World) (proxy.Backend, error) {
 	return func(w *sim.World) (proxy.Backend, error) {
-		return New(cfg, dp, w.Clock, func(op, detail string, err error) {
-			e := trace.Event{Kind: trace.Dataplane, Op: op, Detail: detail}
-			if err != nil {
-				e.Err = err.Error()
-			}
-			w.Trace.Add(e)
-		}), nil
+		return New(cfg, dp, w.Clock, w.TraceDataplane), nil
 	}
 }
 
@@ -122,13 +115,14 @@ func (p *Proxier) Sync(st *proxy.SyncState) error {
 	// cleanup; a read is no dataplane write, so it is not traced as one.
 	var existing []string
 	now := p.clk.Now()
-	if !LargeCluster(st) || !p.cleaned || now.Sub(p.lastCleanup) > p.cfg.SyncPeriod {
+	large := LargeCluster(st)
+	if !large || !p.cleaned || now.Sub(p.lastCleanup) > p.cfg.SyncPeriod {
 		if save, err := p.dp.Save("nat"); err == nil {
 			existing = chainsOf(save)
 			p.lastCleanup, p.cleaned = now, true
 		}
 	}
-	payload := Render(p.cfg, st, existing)
+	payload := render(p.cfg, st, existing, large)
 	err := p.dp.Restore(payload)
 	p.trace("restore", summary(payload), err)
 	if err != nil {

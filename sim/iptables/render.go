@@ -89,7 +89,13 @@ func quote(s string) string { return `"` + s + `"` }
 // (service ports), services are taken in name order so that the payload is
 // deterministic.
 func Render(cfg Config, st *proxy.SyncState, existingNAT []string) string {
-	p := &payload{large: LargeCluster(st)}
+	return render(cfg, st, existingNAT, LargeCluster(st))
+}
+
+// render is Render for a sync that knows already whether the cluster is
+// large (counting endpoints walks every service).
+func render(cfg Config, st *proxy.SyncState, existingNAT []string, large bool) string {
+	p := &payload{large: large}
 	mark := cfg.mark()
 	for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
 		p.filterChains = append(p.filterChains, chainDecl(c))

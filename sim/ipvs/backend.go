@@ -3,7 +3,6 @@ package ipvs
 import (
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
-	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // Backend returns a sim.Config.NewBackend that programs dp with the IPVS
@@ -13,13 +12,7 @@ import (
 // the other way round.
 func Backend(cfg Config, dp Dataplane) func(*sim.World) (proxy.Backend, error) {
 	return func(w *sim.World) (proxy.Backend, error) {
-		p, err := New(cfg, dp, w.Clock, func(op Op) {
-			e := trace.Event{Kind: trace.Dataplane, Op: op.Name, Detail: op.Detail}
-			if op.Err != nil {
-				e.Err = op.Err.Error()
-			}
-			w.Trace.Add(e)
-		})
+		p, err := New(cfg, dp, w.Clock, func(op Op) { w.TraceDataplane(op.Name, op.Detail, op.Err) })
 		if err != nil {
 			return nil, err
 		}
