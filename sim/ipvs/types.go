@@ -11,7 +11,6 @@ package ipvs
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -36,7 +35,7 @@ func (v VirtualServer) Key() string {
 func (v VirtualServer) appendKey(b []byte) []byte {
 	b = append(b, v.Protocol...)
 	b = append(b, ' ')
-	return appendHostPort(b, v.Address, v.Port)
+	return proxy.AppendHostPort(b, v.Address, int32(v.Port))
 }
 
 func (v VirtualServer) String() string {
@@ -60,7 +59,7 @@ type RealServer struct {
 // Key identifies a real server within its virtual server.
 func (r RealServer) Key() string {
 	var b [64]byte
-	return string(appendHostPort(b[:0], r.Address, r.Port))
+	return string(proxy.AppendHostPort(b[:0], r.Address, int32(r.Port)))
 }
 
 // sameAs reports whether two real servers have the same key.
@@ -71,25 +70,12 @@ func compareRealServers(a, b RealServer) int {
 	return proxy.CompareHostPorts(a.Address, int32(a.Port), b.Address, int32(b.Port))
 }
 
-// appendHostPort appends what net.JoinHostPort(addr, port) returns.
-func appendHostPort(b []byte, addr string, port uint16) []byte {
-	if strings.IndexByte(addr, ':') >= 0 {
-		b = append(b, '[')
-		b = append(b, addr...)
-		b = append(b, ']')
-	} else {
-		b = append(b, addr...)
-	}
-	b = append(b, ':')
-	return strconv.AppendUint(b, uint64(port), 10)
-}
-
 // rsOpWeight is rsOp with the suffix " weight N".
 func rsOpWeight(vs VirtualServer, rs RealServer) string {
 	var b [160]byte
 	out := vs.appendKey(b[:0])
 	out = append(out, " -> "...)
-	out = appendHostPort(out, rs.Address, rs.Port)
+	out = proxy.AppendHostPort(out, rs.Address, int32(rs.Port))
 	out = append(out, " weight "...)
 	out = strconv.AppendInt(out, int64(rs.Weight), 10)
 	return string(out)
@@ -100,7 +86,7 @@ func rsOp(vs VirtualServer, rs RealServer, suffix string) string {
 	var b [160]byte
 	out := vs.appendKey(b[:0])
 	out = append(out, " -> "...)
-	out = appendHostPort(out, rs.Address, rs.Port)
+	out = proxy.AppendHostPort(out, rs.Address, int32(rs.Port))
 	out = append(out, suffix...)
 	return string(out)
 }

@@ -276,7 +276,7 @@ func compareEndpoints(a, b *Endpoint) int { return CompareHostPorts(a.IP, a.Port
 func CompareHostPorts(ipA string, portA int32, ipB string, portB int32) int {
 	if strings.IndexByte(ipA, ':') >= 0 || strings.IndexByte(ipB, ':') >= 0 {
 		var x, y [64]byte
-		return bytes.Compare(appendHostPort(x[:0], ipA, portA), appendHostPort(y[:0], ipB, portB))
+		return bytes.Compare(AppendHostPort(x[:0], ipA, portA), AppendHostPort(y[:0], ipB, portB))
 	}
 	n := min(len(ipA), len(ipB))
 	if ipA[:n] != ipB[:n] {
@@ -296,8 +296,9 @@ func CompareHostPorts(ipA string, portA int32, ipB string, portB int32) int {
 	return bytes.Compare(strconv.AppendInt(x[:0], int64(portA), 10), strconv.AppendInt(y[:0], int64(portB), 10))
 }
 
-// appendHostPort appends what HostPort returns.
-func appendHostPort(b []byte, ip string, port int32) []byte {
+// AppendHostPort appends what HostPort (net.JoinHostPort) returns, without
+// building the string.
+func AppendHostPort(b []byte, ip string, port int32) []byte {
 	if strings.IndexByte(ip, ':') >= 0 {
 		b = append(b, '[')
 		b = append(b, ip...)
