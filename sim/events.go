@@ -22,19 +22,11 @@ type informerEvent struct {
 	resync   bool
 }
 
+// name is the object's "namespace/name" ("name" when cluster-scoped), as
+// client-go keys it, tombstones included.
 func (e informerEvent) name() string {
-	o := e.obj
-	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		return t.Key
-	}
-	m, ok := o.(metav1.Object)
-	if !ok {
-		return "?"
-	}
-	if m.GetNamespace() == "" {
-		return m.GetName() // cluster-scoped
-	}
-	return m.GetNamespace() + "/" + m.GetName()
+	k, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(e.obj)
+	return k
 }
 
 // identical is reflect.DeepEqual of an event's old and new objects,
