@@ -179,6 +179,18 @@ or memory budget, 4 an internal error of proxysim.`,
 	for _, c := range []*cobra.Command{replay, traceCmd} {
 		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
 		c.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a replay (exit 3) when its live heap passes this many MiB")
+		// A budget of zero or less would mean "stop at once" or wrap
+		// around: it is a mistake in the command line, refused before
+		// anything runs.
+		c.PreRunE = func(cmd *cobra.Command, args []string) error {
+			if maxEvents <= 0 {
+				return fail(exitInvalid, fmt.Errorf("--max-events %d: must be a positive number of events", maxEvents))
+			}
+			if maxMemoryMiB <= 0 || maxMemoryMiB > 1<<40 {
+				return fail(exitInvalid, fmt.Errorf("--max-memory %d: must be between 1 and %d MiB", maxMemoryMiB, int64(1)<<40))
+			}
+			return nil
+		}
 	}
 
 	list := &cobra.Command{
