@@ -91,3 +91,24 @@ func (s *elements) deleteLeftovers(tx *knftables.Transaction) {
 	}
 	s.resetLeftovers()
 }
+
+// SortElements sorts each run of `add element` lines of a dump. The Fake
+// lists a set's elements in the order they were added, which depends on
+// the history of syncs; sorted, two tables with the same contents print
+// the same.
+func SortElements(dump string) string {
+	lines := strings.Split(dump, "\n")
+	for i := 0; i < len(lines); {
+		j := i
+		for j < len(lines) && strings.HasPrefix(lines[j], "add element ") {
+			j++
+		}
+		if j > i {
+			sort.Strings(lines[i:j])
+			i = j
+		} else {
+			i++
+		}
+	}
+	return strings.Join(lines, "\n")
+}
