@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // for the side-by-side churn
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // for the side-by-side churn
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
 
@@ -44,6 +46,39 @@ func TestNFTablesScenariosPass(t *testing.T) {
 				t.Fatalf("want a pass with checks:\n%s", b.String())
 			}
 		})
+	}
+}
+
+// The side-by-side churn is the same story in the three modes: the files
+// differ only in proxy.mode, minSyncPeriod (each mode's default) and their
+// expectations, and each passes in its mode.
+func TestSideBySideChurn(t *testing.T) {
+	var bodies []string
+	for _, m := range []string{"ipvs", "iptables", "nftables"} {
+		f := filepath.Join(testdata, "side-by-side", "churn-"+m+".yaml")
+		res := replay(t, f)
+		if !res.Passed() || res.Checks != 2 {
+			var b strings.Builder
+			scenarios.Report(&b, res, true)
+			t.Fatalf("%s:\n%s", m, b.String())
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The story: everything before the first expectation, less the
+		// lines that name the mode.
+		body := string(src[:strings.Index(string(src), "    note:")])
+		var keep []string
+		for _, l := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(l, "name:") && !strings.Contains(l, "mode:") && !strings.Contains(l, "minSyncPeriod:") {
+				keep = append(keep, l)
+			}
+		}
+		bodies = append(bodies, strings.Join(keep, "\n"))
+	}
+	if bodies[0] != bodies[1] || bodies[1] != bodies[2] {
+		t.Error("the three churn files must tell the same story")
 	}
 }
 

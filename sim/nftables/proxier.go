@@ -284,7 +284,7 @@ func (p *Proxier) deleteStaleChains(ctx context.Context, start time.Time) error 
 		return nil
 	}
 	err := p.nft.Run(ctx, tx)
-	p.trace("delete-stale", fmt.Sprintf("%d chains", len(deleted)), err)
+	p.trace("delete-stale", strings.Join(deleted, " "), err)
 	if err != nil {
 		p.metrics.CleanupFailures++
 	}
