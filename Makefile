@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream build e2e-vm vm-kill-test e2e-netns ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns ci
 
 all: vet test
 
@@ -69,5 +69,14 @@ upstream:
 	cd e2e/upstream && $(GO) test -count=1 ./... -args -sequences $(SEQUENCES)
 
 SEQUENCES ?= 10000
+
+## upstream-nftables: kube-proxy v1.36's nftables proxier side by side with proxysim's, each on a
+## knftables.Fake (kube-proxy's is constructed in a user+network namespace: needs nft and unshare)
+upstream-nftables:
+	bash netns/hostdeps.sh
+	cd e2e/upstream && $(GO) test -count=1 -run TestNFTablesMatchesKubeProxy -v . -args -nft-sequences $(NFT_SEQUENCES) -seed $(SEED)
+
+NFT_SEQUENCES ?= 1000
+SEED ?= 1
 
 ci: vet test race fuzz upstream
