@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host ci
 
 all: vet test
 
@@ -63,6 +63,12 @@ vm-kill-test:
 ## e2e-netns: the privileged suite directly, on a host with ip_vs, as root
 e2e-netns:
 	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=kernel -ginkgo.v
+
+## e2e-host: the real-kernel specs that need no ip_vs (label host-kernel), on this host's kernel in
+## throwaway namespaces, as root; installs nft and friends first (netns/hostdeps.sh)
+e2e-host:
+	bash netns/hostdeps.sh
+	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
 
 ## upstream: the trackers side by side with kube-proxy's own (a separate module)
 upstream:
