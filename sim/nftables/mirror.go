@@ -40,7 +40,9 @@ func (m *Mirror) Check(ctx context.Context, tx *knftables.Transaction) error {
 
 func (m *Mirror) List(ctx context.Context, t string) ([]string, error) { return m.Real.List(ctx, t) }
 
-func (m *Mirror) ListAll(ctx context.Context) (map[string][]string, error) { return m.Real.ListAll(ctx) }
+func (m *Mirror) ListAll(ctx context.Context) (map[string][]string, error) {
+	return m.Real.ListAll(ctx)
+}
 
 func (m *Mirror) ListRules(ctx context.Context, chain string) ([]*knftables.Rule, error) {
 	return m.Real.ListRules(ctx, chain)
