@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,6 +16,8 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/nftablesmode"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/nftables"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -228,4 +231,31 @@ var _ = Describe("nftables on this host's kernel", Label("host-kernel"), func() 
 			Expect(k).NotTo(HavePrefix("10.244."), "no endpoint may answer a deleted service")
 		}
 	})
+})
+
+// nftablesNetns replays an nftables scenario on this kernel, in a fresh
+// node namespace.
+var nftablesNetns = nftablesmode.OnKernel(func() (knftables.Interface, string, func() error, error) {
+	return netns.OpenNFTables()
+})
+
+var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"), func() {
+	files, _ := filepath.Glob("../scenarios/testdata/nftables/*.yaml")
+	It("has scenarios to replay", func() { Expect(len(files)).To(BeNumerically(">=", 5)) })
+	for _, f := range files {
+		It("replays "+filepath.Base(f)+" with the kernel's table equal to the fake's", func() {
+			if !netns.Privileged() {
+				Skip("not root: " + howToRunHost)
+			}
+			if _, err := exec.LookPath("nft"); err != nil {
+				Skip("no nft: " + howToRunHost)
+			}
+			s, err := scenarios.Load(f)
+			Expect(err).NotTo(HaveOccurred())
+			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftablesNetns})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Failures).To(BeEmpty(), describe(res))
+			Expect(res.Checks).To(BeNumerically(">", 0))
+		})
+	}
 })

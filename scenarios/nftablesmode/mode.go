@@ -12,6 +12,7 @@
 package nftablesmode
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"time"
@@ -135,6 +136,30 @@ func (Mode) Fake(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Datapla
 	return &Dataplane{name: "fake", cfg: set.Config(), fake: fake, faults: nftables.WithFaults(fake), nodeIPs: set.nodeIPs}, nil
 }
 
+// OnKernel binds the mode to a real kernel: open returns a fresh real
+// kube-proxy table interface (in a throwaway namespace), the kernel's
+// version and a function that removes it. The proxier programs the kernel
+// through an nftables.Mirror: goldens and routes read the Mirror's fake,
+// which runs every transaction the kernel accepted, and every snapshot
+// first checks that the kernel holds the same chains, rule counts, sets,
+// maps and elements as the fake (nftables.Mirror.Compare); a transaction
+// the kernel refuses fails the sync, as it would fail kube-proxy's.
+func OnKernel(open func() (nft knftables.Interface, kernel string, close func() error, err error)) scenarios.DataplaneFactory {
+	return func(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+		set, ok := s.Proxy.Settings.(*Settings)
+		if !ok {
+			return nil, fmt.Errorf("%s: an nftables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
+		}
+		real, kernel, closeFn, err := open()
+		if err != nil {
+			return nil, err
+		}
+		m := &nftables.Mirror{Real: real, Shadow: knftables.NewFake(knftables.IPv4Family, nftables.Table)}
+		return &Dataplane{name: "netns, kernel " + kernel, cfg: set.Config(), fake: m.Shadow, mirror: m,
+			faults: nftables.WithFaults(m), nodeIPs: set.nodeIPs, close: closeFn}, nil
+	}
+}
+
 // Dataplane is one replay's nftables: the proxier's configuration, the
 // Fake it programs (with injectable failures), the proxier of the current
 // run (for its metrics) and the node's addresses for routes.
@@ -144,6 +169,8 @@ type Dataplane struct {
 	fake    *knftables.Fake
 	faults  *nftables.Faults
 	nodeIPs []net.IP
+	mirror  *nftables.Mirror // on a real kernel
+	close   func() error
 	proxier *nftables.Proxier
 	// before sums the metrics of proxiers replaced by restarts: kube-proxy's
 	// counters start again at 0 in a new process, but a scenario's
@@ -185,10 +212,23 @@ func add(a, b nftables.Metrics) nftables.Metrics {
 	return a
 }
 
-// Snapshot is the Fake's dump with each set's and map's elements sorted.
-func (d *Dataplane) Snapshot() (string, error) { return nftables.SortElements(d.fake.Dump()), nil }
+// Snapshot is the Fake's dump with each set's and map's elements sorted;
+// on a real kernel, only once the kernel's table agrees with it.
+func (d *Dataplane) Snapshot() (string, error) {
+	if d.mirror != nil {
+		if err := d.mirror.Compare(context.Background()); err != nil {
+			return "", err
+		}
+	}
+	return nftables.SortElements(d.fake.Dump()), nil
+}
 
-func (d *Dataplane) Close() error { return nil }
+func (d *Dataplane) Close() error {
+	if d.close != nil {
+		return d.close()
+	}
+	return nil
+}
 
 // Route traces connections through the table the Fake holds now.
 func (d *Dataplane) Route(pkt route.Packet, again *time.Duration) (route.Shares, error) {
