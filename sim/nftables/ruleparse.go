@@ -377,11 +377,12 @@ func (ps *parser) dnat() (item, error) {
 		for _, d := range dests {
 			q := p.with(new(big.Rat).Mul(p.w, big.NewRat(1, int64(n))))
 			if d == nil {
-				// A number with no element: nft drops the packet.
-				q.verdict = route.Drop
-			} else {
-				q.dst, q.dport, q.dnat, q.verdict = d.ip, d.port, net.JoinHostPort(d.ip.String(), strconv.Itoa(d.port)), route.Accept
+				// A number with no element: the map lookup fails and the
+				// rule does not apply (kube-proxy leaves no gaps).
+				out = append(out, q)
+				continue
 			}
+			q.dst, q.dport, q.dnat, q.verdict = d.ip, d.port, net.JoinHostPort(d.ip.String(), strconv.Itoa(d.port)), route.Accept
 			out = append(out, q)
 		}
 		return out, true, nil
