@@ -117,11 +117,16 @@ var nextPort = 20000
 // connect opens count connections from client to the VIP and counts
 // where they went: a backend's ip:port, "refused" or "timeout".
 func (n *nftNode) connect(client string, count int) map[string]int {
+	return n.connectTo(client, net.JoinHostPort(nftVIP.String(), fmt.Sprint(nftPort)), count)
+}
+
+// connectTo is connect to any ip:port.
+func (n *nftNode) connectTo(client, target string, count int) map[string]int {
 	got := map[string]int{}
 	for range count {
 		nextPort++
 		name := fmt.Sprintf("c%d", nextPort)
-		res := n.topo.Connect(name, "TCP", fmt.Sprintf("%s:%d", client, nextPort), net.JoinHostPort(nftVIP.String(), fmt.Sprint(nftPort)))
+		res := n.topo.Connect(name, "TCP", fmt.Sprintf("%s:%d", client, nextPort), target)
 		var ne net.Error
 		switch {
 		case res.Err == nil:
@@ -211,6 +216,28 @@ var _ = Describe("nftables on this host's kernel", Label("host-kernel"), func() 
 		Expect(n.traced("10.0.0.5").String()).To(Equal("{DROP: 1}"))
 		n.topo.ConnectTimeout = 500 * time.Millisecond
 		Expect(n.connect("10.0.0.5", 2)).To(Equal(map[string]int{"timeout": 2}))
+	})
+
+	It("serves a NodePort on the node's address as the tracer says; externalTrafficPolicy Local keeps outside clients local", func() {
+		n := newNFTNode(3)
+		np := func(local bool) func(*proxy.ServicePort) {
+			return func(sp *proxy.ServicePort) { sp.NodePort = 30080; sp.ExternalPolicyLocal = local }
+		}
+		n.sync(np(false), []int{1, 2, 3}, nil)
+		n.mirror.Shadow.RLock()
+		shares, err := nftables.Route(n.mirror.Shadow.Table, n.local, route.Packet{Src: net.ParseIP("10.0.0.5"), Dst: net.ParseIP("10.0.0.1"), DPort: 30080, Protocol: "tcp"})
+		n.mirror.Shadow.RUnlock()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(shares).To(HaveLen(3))
+		const total = 300
+		got := n.connectTo("10.0.0.5", "10.0.0.1:30080", total)
+		stat, df := chiSquare(got, shares, total)
+		GinkgoWriter.Printf("node port, %d connections: %v; chi-square %.2f (df %d)\n", total, got, stat, df)
+		Expect(got).To(HaveLen(3), fmt.Sprint(got))
+		Expect(stat).To(BeNumerically("<", chiSquare999[df]))
+
+		n.sync(np(true), []int{1, 2, 3}, map[int]bool{3: true})
+		Expect(n.connectTo("10.0.0.5", "10.0.0.1:30080", 20)).To(Equal(map[string]int{"10.244.3.2:8080": 20}))
 	})
 
 	It("rejects a service whose endpoints are gone, and forgets a deleted one", func() {
