@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -267,17 +266,22 @@ var nftablesNetns = nftablesmode.OnKernel(func() (knftables.Interface, string, f
 })
 
 var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"), func() {
-	files, _ := filepath.Glob("../scenarios/testdata/nftables/*.yaml")
-	It("has scenarios to replay", func() { Expect(len(files)).To(BeNumerically(">=", 5)) })
-	for _, f := range files {
-		It("replays "+filepath.Base(f)+" with the kernel's table equal to the fake's", func() {
+	var names []string
+	for _, n := range scenarios.LibraryNames() {
+		if s, err := scenarios.LoadLibrary(n); err == nil && s.Proxy.Mode == nftablesmode.Name {
+			names = append(names, n)
+		}
+	}
+	It("has scenarios to replay", func() { Expect(len(names)).To(BeNumerically(">=", 6)) })
+	for _, name := range names {
+		It("replays "+name+" with the kernel's table equal to the fake's", func() {
 			if !netns.Privileged() {
 				Skip("not root: " + howToRunHost)
 			}
 			if _, err := exec.LookPath("nft"); err != nil {
 				Skip("no nft: " + howToRunHost)
 			}
-			s, err := scenarios.Load(f)
+			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
 			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftablesNetns})
 			Expect(err).NotTo(HaveOccurred())

@@ -15,7 +15,10 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
 
-const testdata = "../testdata/nftables"
+const (
+	library  = "../library"
+	testdata = "../testdata/nftables"
+)
 
 func replay(t *testing.T, file string) *scenarios.Result {
 	t.Helper()
@@ -30,10 +33,10 @@ func replay(t *testing.T, file string) *scenarios.Result {
 	return res
 }
 
-// Every nftables scenario replays green: its goldens, routes and metrics
-// hold.
+// Every nftables scenario of the library replays green: its goldens,
+// routes and metrics hold.
 func TestNFTablesScenariosPass(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testdata, "*.yaml"))
+	files, _ := filepath.Glob(filepath.Join(library, "nftables-*.yaml"))
 	if len(files) < 5 {
 		t.Fatalf("only %d nftables scenarios", len(files))
 	}
@@ -55,7 +58,7 @@ func TestNFTablesScenariosPass(t *testing.T) {
 func TestSideBySideChurn(t *testing.T) {
 	var bodies []string
 	for _, m := range []string{"ipvs", "iptables", "nftables"} {
-		f := filepath.Join(testdata, "side-by-side", "churn-"+m+".yaml")
+		f := filepath.Join(library, "churn-"+m+".yaml")
 		res := replay(t, f)
 		if !res.Passed() || res.Checks != 2 {
 			var b strings.Builder
@@ -122,7 +125,7 @@ func TestNFTablesFailingScenariosFailWhereDeclared(t *testing.T) {
 
 // The same scenario gives a byte-identical trace on every replay.
 func TestNFTablesTracesAreDeterministic(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testdata, "*.yaml"))
+	files, _ := filepath.Glob(filepath.Join(library, "nftables-*.yaml"))
 	for _, f := range files {
 		var first string
 		for i := 0; i < 3; i++ {
