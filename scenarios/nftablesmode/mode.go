@@ -4,7 +4,8 @@
 // clusterCIDR, masqueradeAll), its golden (`nftables:` /
 // `nftablesFile:`, the Fake's dump), its `route` expectation (the tracer
 // over the table, with exact shares and second connections), its metrics
-// expectation (`nftablesMetrics`) and its fault (`transactionFailures`).
+// expectation (`nftablesMetrics`), its fault (`transactionFailures`), and
+// OnKernel, the real-kernel binding that cmd/ and e2e/ wire to netns.
 // Importing it registers the mode.
 //
 // A failed transaction fails the sync, as in kube-proxy, so

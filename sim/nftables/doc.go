@@ -10,8 +10,10 @@
 // flushed at once and deleted by a sync more than a second later; a failed
 // transaction fails the sync.
 //
-// It also traces a packet through the table (route.go) with exact shares.
-// It must not read the wall clock, and must not import fakes or netns.
+// It also traces a packet through the table (route.go, ruleparse.go) with
+// exact shares, and keeps a knftables.Fake in step with a real table
+// (Mirror) so that a real kernel can be traced and compared. It must not
+// read the wall clock, and must not import fakes or netns.
 //
 // Not modelled: loadBalancerSourceRanges (the firewall- chains; the
 // firewall-ips map stays empty), interface-based local-traffic detectors,
