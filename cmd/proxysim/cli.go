@@ -19,6 +19,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode" // the nftables mode
 )
 
 // Exit codes.
@@ -134,7 +135,7 @@ or memory budget, 4 an internal error of proxysim.`,
 			return nil
 		},
 	}
-	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root and ip_vs), vm (Debian's kernel in QEMU)")
+	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs or nft for mode nftables), vm (Debian's kernel in QEMU)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (ipvs and iptables blocks and files) with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 
