@@ -175,7 +175,7 @@ func (n *IPTablesNode) Pod(ip string) (*Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pod{NS: ns, IP: addr.String(), servers: &servers{ns: ns, ip: addr.String()}}
+	p := &Pod{NS: ns, IP: addr.String(), servers: &servers{ns: ns}}
 	// Link addresses: the k-th /30 of 169.254.0.0/16, node side .1, pod .2.
 	base := uint32(169)<<24 | uint32(254)<<16 | uint32(k)<<2
 	nodeSide, podSide := ipv4(base+1), ipv4(base+2)
@@ -255,18 +255,17 @@ func splitHostPort(hostport string) (string, int, error) {
 // address it was asked for.
 type servers struct {
 	ns  *Namespace
-	ip  string // "" on the node: each listener binds its own address
 	mu  sync.Mutex
 	tcp map[string]net.Listener
 	udp map[string]net.PacketConn
 }
 
 func (s *servers) serve(protocol, ip string, port int) error {
+	// Bound to the address itself: an unbound UDP socket would answer
+	// from the link address its route prefers, which conntrack does not
+	// recognise as the reply.
 	addr := net.JoinHostPort(ip, strconv.Itoa(port))
 	bind := addr
-	if s.ip != "" {
-		bind = fmt.Sprintf(":%d", port) // a pod has one address
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tcp == nil {

@@ -1,11 +1,44 @@
 package main
 
 import (
+	"fmt"
+
+	"k8s.io/utils/clock"
+
 	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
 )
 
-// netnsDataplane replays IPVS scenarios on this kernel: a fresh node
-// namespace per replay, removed afterwards. It is wired here, not in netns,
-// so the kernel package never depends on the scenario format.
-var netnsDataplane = ipvsmode.OnKernel(netns.OpenDataplane)
+// netnsIPTables is the iptables backend --dataplane netns programs for
+// mode iptables (the --iptables flag).
+var netnsIPTables = string(netns.NFT)
+
+// netnsDataplane replays a scenario on this kernel, in fresh namespaces
+// removed afterwards: IPVS for the IPVS mode, iptables (through the
+// backend --iptables names) for the iptables mode. It is wired here, not
+// in netns, so the kernel package never depends on the scenario format.
+func netnsDataplane(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+	if s.Proxy.Mode == iptablesmode.Name {
+		return iptablesOnKernel(netns.IPTablesBackend(netnsIPTables))(s, clk)
+	}
+	return ipvsOnKernel(s, clk)
+}
+
+var ipvsOnKernel = ipvsmode.OnKernel(netns.OpenDataplane)
+
+func iptablesOnKernel(b netns.IPTablesBackend) scenarios.DataplaneFactory {
+	return iptablesmode.OnKernel(func(nodeIPs []string) (iptablesmode.Kernel, error) {
+		return netns.OpenIPTablesDataplane(b, nodeIPs)
+	})
+}
+
+// checkIPTablesBackend refuses a backend name before anything runs.
+func checkIPTablesBackend(name string) error {
+	switch netns.IPTablesBackend(name) {
+	case netns.NFT, netns.Legacy:
+		return nil
+	}
+	return fmt.Errorf("unknown iptables backend %q (available: nft, legacy)", name)
+}
