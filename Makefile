@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream build e2e-vm vm-kill-test e2e-netns ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream build e2e-vm vm-kill-test e2e-netns e2e-host ci
 
 all: vet test
 
@@ -63,6 +63,14 @@ vm-kill-test:
 ## e2e-netns: the privileged suite directly, on a host with ip_vs, as root
 e2e-netns:
 	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=kernel -ginkgo.v
+
+## e2e-host: the iptables mode on this host's own kernel, in throwaway
+## namespaces, through both iptables backends (root; installs the tools;
+## fails, never skips, when it cannot run)
+e2e-host:
+	@[ "$$(id -u)" = 0 ] || { echo "make e2e-host needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
 
 ## upstream: the trackers side by side with kube-proxy's own (a separate module)
 upstream:

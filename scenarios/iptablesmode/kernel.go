@@ -123,3 +123,19 @@ func (d *Dataplane) kernelRoute(pkt iptables.Packet) (iptables.Shares, error) {
 	}
 	return shares, nil
 }
+
+// HasRoute reports whether a scenario has a route expectation: what a run
+// on a kernel measures with real connections.
+func HasRoute(s *scenarios.Scenario) bool {
+	for _, st := range s.Timeline {
+		if st.Expect == nil {
+			continue
+		}
+		for _, c := range st.Expect.Checks {
+			if r, ok := c.(*routeExpect); ok && r.Route != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
