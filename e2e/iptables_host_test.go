@@ -257,7 +257,7 @@ var _ = Describe("iptables on the host kernel", Label("host-kernel"), func() {
 				counts, err := d.Spray("TCP", podClient, webVIP+":80", 600, false)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(counts).NotTo(HaveKey(hostPort(eps[0])))
-				Expect(counts[hostPort(eps[1])] + counts[hostPort(eps[2])]).To(Equal(600), "%v", counts)
+				Expect(counts[hostPort(eps[1])]+counts[hostPort(eps[2])]).To(Equal(600), "%v", counts)
 			})
 		})
 	}
