@@ -5,9 +5,12 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -333,4 +336,52 @@ var _ = Describe("iptables scenarios with a route, on the host kernel", Label("h
 			})
 		}
 	}
+})
+
+// namespacesOf lists the namespaces a process made (their names carry its
+// ID).
+func namespacesOf(pid int) []string {
+	entries, _ := os.ReadDir("/var/run/netns")
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), netns.Prefix) && strings.Contains(e.Name(), fmt.Sprintf("-%d-", pid)) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+var _ = Describe("a netns replay of an iptables scenario from the command line", Label("host-kernel"), func() {
+	BeforeEach(func() { requireHostKernel(netns.NFT) })
+
+	It("removes its namespaces when interrupted, and a killed run's at the next run", func() {
+		bin := filepath.Join(GinkgoT().TempDir(), "proxysim")
+		out, err := exec.Command("go", "build", "-o", bin, "../cmd/proxysim").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		// Its DROP route waits out real timeouts: time to signal it mid-run.
+		scenario := "../scenarios/testdata/iptables/reject-and-drop.yaml"
+		killed := 0
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+			cmd := exec.Command(bin, "replay", "--dataplane", "netns", scenario)
+			Expect(cmd.Start()).To(Succeed())
+			pid := cmd.Process.Pid
+			Eventually(func() []string { return namespacesOf(pid) }, 20*time.Second, 10*time.Millisecond).Should(HaveLen(3), "node, world and the client pod")
+			time.Sleep(500 * time.Millisecond)
+			Expect(cmd.Process.Signal(sig)).To(Succeed())
+			err := cmd.Wait()
+			Expect(err).To(HaveOccurred(), "%v ends the run", sig)
+			if sig == syscall.SIGTERM {
+				Expect(cmd.ProcessState.ExitCode()).To(Equal(128 + int(syscall.SIGTERM)))
+				Expect(namespacesOf(pid)).To(BeEmpty(), "an interrupted run removes its namespaces")
+			} else {
+				Expect(namespacesOf(pid)).NotTo(BeEmpty(), "a SIGKILL leaves them")
+				killed = pid
+			}
+		}
+		out, err = exec.Command(bin, "replay", "--dataplane", "netns", scenario).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring("PASS iptables-reject-and-drop"))
+		Expect(string(out)).To(MatchRegexp(`removed \d+ namespaces left by killed runs`))
+		Expect(namespacesOf(killed)).To(BeEmpty(), "the next run removes what the killed one left")
+	})
 })

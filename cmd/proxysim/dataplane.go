@@ -2,6 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 
 	"k8s.io/utils/clock"
 
@@ -20,10 +24,29 @@ var netnsIPTables = string(netns.NFT)
 // backend --iptables names) for the iptables mode. It is wired here, not
 // in netns, so the kernel package never depends on the scenario format.
 func netnsDataplane(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+	cleanupOnce.Do(cleanupNamespaces)
 	if s.Proxy.Mode == iptablesmode.Name {
 		return iptablesOnKernel(netns.IPTablesBackend(netnsIPTables))(s, clk)
 	}
 	return ipvsOnKernel(s, clk)
+}
+
+var cleanupOnce sync.Once
+
+// cleanupNamespaces removes what killed runs left (their namespaces), and
+// makes an interrupt or a polite kill remove this run's before it exits;
+// a SIGKILL leaves them to the next run.
+func cleanupNamespaces() {
+	if removed, err := netns.Sweep(); err == nil && len(removed) > 0 {
+		fmt.Fprintf(os.Stderr, "removed %d namespaces left by killed runs\n", len(removed))
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		netns.Sweep() // this process's own, and any dead one's
+		os.Exit(128 + int(s.(syscall.Signal)))
+	}()
 }
 
 var ipvsOnKernel = ipvsmode.OnKernel(netns.OpenDataplane)
