@@ -53,9 +53,10 @@ const (
 	webVIP     = "10.96.0.10"
 	podClient  = "10.244.9.9"
 	// spreadConnections is N of the distribution check: enough that the
-	// chi-square test has power against a skew of a few percent, few
-	// enough that a run takes seconds.
-	spreadConnections = 3000
+	// chi-square test catches a skew of two points (52/48 over two
+	// endpoints expects a statistic of 16, against a bound of 10.8), few
+	// enough that a run takes seconds (16 connections in flight).
+	spreadConnections = 10000
 )
 
 func endpointIPs(n int) []string {
