@@ -107,6 +107,12 @@ func NewIPTablesNode(b IPTablesBackend, nodeIPs []net.IP) (_ *IPTablesNode, err 
 	if err = ns.Sysctl().Set("net/ipv4/icmp_ratelimit", 0); err != nil {
 		return nil, err
 	}
+	// kube-proxy's NewProxier sets route_localnet so that node ports
+	// answer on 127.0.0.1 (pkg/proxy/iptables/proxier.go, with localhost
+	// node ports on, the default).
+	if err = ns.Sysctl().Set("net/ipv4/conf/all/route_localnet", 1); err != nil {
+		return nil, err
+	}
 	// The node IPs go on lo (this host's kernel has no dummy devices):
 	// local addresses all the same, so addrtype LOCAL matches them.
 	for _, ip := range nodeIPs {
@@ -142,6 +148,9 @@ func (n *IPTablesNode) Close() error {
 }
 
 func (n *IPTablesNode) isNodeIP(ip net.IP) bool {
+	if ip.IsLoopback() {
+		return true
+	}
 	for _, l := range n.NodeIPs {
 		if l.Equal(ip) {
 			return true
