@@ -237,3 +237,40 @@ func TestIPTablesNodeHoldsAndAppliesTheRules(t *testing.T) {
 		})
 	}
 }
+
+// A prediction made with a client's affinity history is checked from that
+// history: with 10.244.9.9 in KUBE-SEP-A's recent list, every connection
+// of that client goes to A (and a spread is then wrong); another client,
+// without history, still spreads.
+func TestIPTablesNodeStartsConnectionsFromTheGivenAffinity(t *testing.T) {
+	needIPTables(t, NFT)
+	d, err := OpenIPTablesDataplane(NFT, []string{"192.168.0.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Restore(written); err != nil {
+		t.Fatal(err)
+	}
+	third := big.NewRat(1, 3)
+	spread := iptables.Shares{"10.244.1.2:8080": third, "10.244.2.2:8080": third, "10.244.3.2:8080": third}
+	pkt := func(from string) iptables.Packet {
+		return iptables.Packet{Src: net.ParseIP(from), Dst: net.ParseIP("10.96.0.10"), DPort: 80, Protocol: "tcp"}
+	}
+	history := map[string][]string{"KUBE-SEP-A": {"10.244.9.9"}}
+	if err := d.CheckRouteWith(pkt("10.244.9.9"), iptables.Shares{"10.244.1.2:8080": big.NewRat(1, 1)}, history); err != nil {
+		t.Error(err)
+	}
+	if err := d.CheckRouteWith(pkt("10.244.9.9"), spread, history); err == nil {
+		t.Error("a client with history spread its connections")
+	}
+	if err := d.CheckRouteWith(pkt("10.244.9.8"), spread, history); err != nil {
+		t.Error(err)
+	}
+	if err := d.SetAffinity(map[string][]string{"KUBE-SEP-NONE": {"10.244.9.9"}}); err == nil {
+		t.Error("a list no rule names was written")
+	}
+	for _, m := range d.Measurements() {
+		t.Log(m)
+	}
+}

@@ -76,7 +76,13 @@ func (d *IPTablesDataplane) Verify(want string) error {
 // CheckRoute measures where real connections like pkt go (see Measure)
 // and reports a disagreement with predicted as an error.
 func (d *IPTablesDataplane) CheckRoute(pkt iptables.Packet, predicted iptables.Shares) error {
-	m, err := d.Measure(pkt, predicted)
+	return d.CheckRouteWith(pkt, predicted, nil)
+}
+
+// CheckRouteWith is CheckRoute for a prediction made with the clients'
+// affinity history (see MeasureWith).
+func (d *IPTablesDataplane) CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) error {
+	m, err := d.MeasureWith(pkt, predicted, affinity)
 	if err != nil {
 		return err
 	}

@@ -374,6 +374,16 @@ const sprayWorkers = 16
 // `recent` lists emptied (no ClientIP affinity history, as the tracer
 // assumes), so they run one at a time; otherwise several run at once.
 func (n *IPTablesNode) Spray(protocol, from, to string, count int, forget bool) (map[string]int, error) {
+	var prepare func() error
+	if forget {
+		prepare = n.ForgetAffinity
+	}
+	return n.spray(protocol, from, to, count, prepare)
+}
+
+// spray is Spray with prepare, if not nil, run before every connection
+// (one at a time then).
+func (n *IPTablesNode) spray(protocol, from, to string, count int, prepare func() error) (map[string]int, error) {
 	ns, err := n.source(from)
 	if err != nil {
 		return nil, err
@@ -390,8 +400,8 @@ func (n *IPTablesNode) Spray(protocol, from, to string, count int, forget bool) 
 		return nil, err
 	}
 	workers := sprayWorkers
-	if forget || count < workers {
-		workers = 1 // one at a time: each starts with no affinity history
+	if prepare != nil || count < workers {
+		workers = 1 // one at a time: each starts from the history prepared
 	}
 	counts := map[string]int{}
 	var mu sync.Mutex
@@ -408,8 +418,8 @@ func (n *IPTablesNode) Spray(protocol, from, to string, count int, forget bool) 
 			defer wg.Done()
 			err := ns.Do(func() error {
 				for range todo {
-					if forget {
-						if err := n.ForgetAffinity(); err != nil {
+					if prepare != nil {
+						if err := prepare(); err != nil {
 							return err
 						}
 					}
@@ -466,22 +476,33 @@ func outcomeOf(err error) string {
 	return "ERROR " + err.Error()
 }
 
-// ForgetAffinity empties every `recent` list in the node (what ClientIP
-// affinity remembers), by writing "/" to each file under
-// /proc/net/xt_recent, and reports how many there were.
-func (n *IPTablesNode) ForgetAffinity() error {
+// ForgetAffinity empties every `recent` list in the node: what ClientIP
+// affinity remembers.
+func (n *IPTablesNode) ForgetAffinity() error { return n.SetAffinity(nil) }
+
+// SetAffinity makes the node's `recent` lists hold exactly the given
+// client addresses, list by list (a list is named after an endpoint's
+// KUBE-SEP chain), each as if just seen; every other list is emptied. It
+// writes to /proc/net/xt_recent: "/" empties a list, "+ip" adds an
+// address. A list that no loaded rule names does not exist, and is an
+// error.
+func (n *IPTablesNode) SetAffinity(lists map[string][]string) error {
 	return n.NS.Do(func() error {
 		dir := "/proc/thread-self/net/xt_recent"
 		entries, err := os.ReadDir(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		for _, e := range entries {
 			if err := os.WriteFile(filepath.Join(dir, e.Name()), []byte("/\n"), 0o600); err != nil {
-				return fmt.Errorf("forget %s: %w", e.Name(), err)
+				return fmt.Errorf("empty recent list %s: %w", e.Name(), err)
+			}
+		}
+		for _, name := range sortedKeys(lists) {
+			for _, ip := range lists[name] {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte("+"+ip+"\n"), 0o600); err != nil {
+					return fmt.Errorf("recent list %s: add %s: %w", name, ip, err)
+				}
 			}
 		}
 		return nil

@@ -89,6 +89,15 @@ const (
 // affinity history, which is what the tracer assumes. The error is about running
 // the measurement; whether the kernel agreed is Measurement.Agrees.
 func (n *IPTablesNode) Measure(pkt iptables.Packet, predicted iptables.Shares) (Measurement, error) {
+	return n.MeasureWith(pkt, predicted, nil)
+}
+
+// MeasureWith is Measure for a tracer that knew the clients' history:
+// before each connection the node's `recent` lists are set to affinity
+// (list name -> client addresses, see SetAffinity), so the kernel starts
+// every connection from the history the prediction assumed. A nil
+// affinity is no history.
+func (n *IPTablesNode) MeasureWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) (Measurement, error) {
 	to := net.JoinHostPort(pkt.Dst.String(), strconv.Itoa(pkt.DPort))
 	m := Measurement{Protocol: strings.ToUpper(pkt.Protocol), From: pkt.Src.String(), To: to, Predicted: map[string]float64{}}
 	if m.Protocol == "" {
@@ -126,10 +135,17 @@ func (n *IPTablesNode) Measure(pkt iptables.Packet, predicted iptables.Shares) (
 	if len(m.Predicted) > 1 {
 		m.N = min(maxSamples, max(samplesPerOutcome*len(m.Predicted), int(math.Ceil(minExpected/rarest))))
 	}
-	// Affinity history can only bend a spread; a certain outcome needs no
-	// forgetting, and runs its connections (timeouts included) at once.
-	forget := len(m.Predicted) > 1 && n.HasAffinityLists()
-	counts, err := n.Spray(m.Protocol, m.From, to, m.N, forget)
+	// Without history, affinity can only bend a spread: a certain outcome
+	// needs no forgetting, and runs its connections (timeouts included)
+	// at once.
+	var prepare func() error
+	switch {
+	case len(affinity) > 0:
+		prepare = func() error { return n.SetAffinity(affinity) }
+	case len(m.Predicted) > 1 && n.HasAffinityLists():
+		prepare = n.ForgetAffinity
+	}
+	counts, err := n.spray(m.Protocol, m.From, to, m.N, prepare)
 	if err != nil {
 		return m, err
 	}
