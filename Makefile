@@ -64,11 +64,13 @@ vm-kill-test:
 e2e-netns:
 	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=kernel -ginkgo.v
 
-## e2e-host: the real-kernel specs that need no ip_vs (label host-kernel), on this host's kernel in
-## throwaway namespaces, as root; installs nft and friends first (netns/hostdeps.sh)
+## e2e-host: the real-kernel specs that need no ip_vs (label host-kernel):
+## iptables (both backends) and nftables on this host's kernel, in throwaway
+## namespaces (root; installs the tools; fails, never skips, when it cannot run)
 e2e-host:
+	@[ "$$(id -u)" = 0 ] || { echo "make e2e-host needs root"; exit 1; }
 	bash netns/hostdeps.sh
-	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
+	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
 
 ## upstream: the trackers side by side with kube-proxy's own (a separate module)
 upstream:

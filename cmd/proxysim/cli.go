@@ -135,7 +135,8 @@ or memory budget, 4 an internal error of proxysim.`,
 			return nil
 		},
 	}
-	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs or nft for mode nftables), vm (Debian's kernel in QEMU)")
+	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
+	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (ipvs and iptables blocks and files) with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 
@@ -177,6 +178,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		},
 	}
 	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
+	traceCmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy")
 	for _, c := range []*cobra.Command{replay, traceCmd} {
 		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
 		c.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a replay (exit 3) when its live heap passes this many MiB")
@@ -317,6 +319,9 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 	case "fake", "":
 		return nil, nil // the scenario's mode's own fake
 	case "netns":
+		if err := checkIPTablesBackend(netnsIPTables); err != nil {
+			return nil, err
+		}
 		return netnsDataplane, nil
 	}
 	return nil, fmt.Errorf("unknown dataplane %q (available: fake, netns; replay also takes vm)", name)
