@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"os/exec"
 	"time"
 
@@ -156,12 +157,7 @@ func chiSquare(got map[string]int, shares route.Shares, total int) (float64, int
 
 var _ = Describe("nftables on this host's kernel", Label("host-kernel"), func() {
 	BeforeEach(func() {
-		if !netns.Privileged() {
-			Skip("not root: " + howToRunHost)
-		}
-		if _, err := exec.LookPath("nft"); err != nil {
-			Skip("no nft: " + howToRunHost)
-		}
+		requireNFT()
 	})
 
 	It("spreads new connections as the tracer says, within chi-square at p = 0.001", func() {
@@ -275,12 +271,7 @@ var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"
 	It("has scenarios to replay", func() { Expect(len(names)).To(BeNumerically(">=", 6)) })
 	for _, name := range names {
 		It("replays "+name+" with the kernel's table equal to the fake's", func() {
-			if !netns.Privileged() {
-				Skip("not root: " + howToRunHost)
-			}
-			if _, err := exec.LookPath("nft"); err != nil {
-				Skip("no nft: " + howToRunHost)
-			}
+			requireNFT()
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
 			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftablesNetns})
@@ -290,3 +281,22 @@ var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"
 		})
 	}
 })
+
+// requireNFT skips a spec that cannot run here (not root, no nft), or
+// fails it under PROXYSIM_HOST_KERNEL_REQUIRED=1 (make e2e-host), as the
+// iptables specs do.
+func requireNFT() {
+	why := ""
+	if !netns.Privileged() {
+		why = "not root"
+	} else if _, err := exec.LookPath("nft"); err != nil {
+		why = "no nft"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("PROXYSIM_HOST_KERNEL_REQUIRED") == "1" {
+		Fail("PROXYSIM_HOST_KERNEL_REQUIRED=1, but " + why)
+	}
+	Skip(why + ": " + howToRunHost)
+}

@@ -75,4 +75,3 @@ func checkIPTablesBackend(name string) error {
 	}
 	return fmt.Errorf("unknown iptables backend %q (available: nft, legacy)", name)
 }
-
