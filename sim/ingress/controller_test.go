@@ -1,0 +1,200 @@
+package ingress
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	networking "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/proxysim/proxysim/sim"
+)
+
+func service(name string) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}}}
+}
+
+func slice(svc, name string, ready map[string]bool) *discovery.EndpointSlice {
+	s := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	ips := make([]string, 0, len(ready))
+	for ip := range ready {
+		ips = append(ips, ip)
+	}
+	slices.Sort(ips)
+	for _, ip := range ips {
+		s.Endpoints = append(s.Endpoints, discovery.Endpoint{Addresses: []string{ip}, Conditions: discovery.EndpointConditions{Ready: ptr.To(ready[ip])}})
+	}
+	return s
+}
+
+func ingressFor(name, host, path, svc string, anns map[string]string) *networking.Ingress {
+	return &networking.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: anns},
+		Spec: networking.IngressSpec{IngressClassName: ptr.To("nginx"), Rules: []networking.IngressRule{{Host: host,
+			IngressRuleValue: networking.IngressRuleValue{HTTP: &networking.HTTPIngressRuleValue{Paths: []networking.HTTPIngressPath{{
+				Path: path, PathType: ptr.To(networking.PathTypePrefix),
+				Backend: networking.IngressBackend{Service: &networking.IngressServiceBackend{Name: svc, Port: networking.ServiceBackendPort{Number: 80}}},
+			}}}}}}},
+	}
+}
+
+func class() *networking.IngressClass {
+	return &networking.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "nginx"}, Spec: networking.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}}
+}
+
+// world is a world with a web service of two ready endpoints behind one
+// ingress, and the controller (cfg changed by tune), not started.
+func world(t *testing.T, tune func(*Config)) (*sim.World, *Controller) {
+	t.Helper()
+	w := sim.New(t, sim.Config{ResyncPeriod: -1})
+	cfg := DefaultConfig()
+	if tune != nil {
+		tune(&cfg)
+	}
+	c, err := New(w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []sim.Object{service("web"), slice("web", "web-1", map[string]bool{"10.0.0.1": true, "10.0.0.2": true}),
+		class(), ingressFor("web", "web.example", "/", "web", nil)} {
+		if err := w.Create(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Subscribe(c); err != nil {
+		t.Fatal(err)
+	}
+	return w, c
+}
+
+func durations(ds ...string) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, s := range ds {
+		out[i], _ = time.ParseDuration(s)
+	}
+	return out
+}
+
+// The first sync: the Ingress informer starts 1 s after the others
+// (store.go Informer.Run), the initial sync reloads at once (the bucket
+// starts full), sleeps 1 s (controller.go syncIngress, first sync) and
+// posts the backends; the Lua worker, restarted by the reload, takes them
+// on its next whole-second tick (balancer.lua sync_backends).
+func TestFirstSync(t *testing.T) {
+	w, c := world(t, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(2500 * time.Millisecond)
+	if got, want := c.Reloads(), durations("1s"); !slices.Equal(got, want) {
+		t.Errorf("reloads at %v, want %v", got, want)
+	}
+	if got, want := c.DynamicUpdates(), durations("2s"); !slices.Equal(got, want) {
+		t.Errorf("posts at %v, want %v", got, want)
+	}
+	if eps, ok := c.Routes("web.example", "/"); !ok || len(eps) != 0 {
+		t.Errorf("before the Lua pick-up: routes %v %v, want the location with no endpoints yet", eps, ok)
+	}
+	w.RunUntil(3 * time.Second)
+	if eps, _ := c.Routes("web.example", "/"); !slices.Equal(eps, []string{"10.0.0.1:8080", "10.0.0.2:8080"}) {
+		t.Errorf("routes %v", eps)
+	}
+	if d, ok := c.Latency("default/web-1"); !ok || d != 3*time.Second {
+		t.Errorf("latency %v %v, want 3s", d, ok)
+	}
+	m := c.Metrics()
+	if m.Reloads != 1 || !m.LastReloadSuccessful || m.ConfigHash == 0 || m.LastReloadSuccessAt != time.Second {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+// An endpoint change is backends-only: no reload, one post
+// (IsDynamicConfigurationEnough), routed at the Lua worker's next tick.
+func TestEndpointChangeIsDynamic(t *testing.T) {
+	w, c := world(t, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(10 * time.Second)
+	w.Update(slice("web", "web-1", map[string]bool{"10.0.0.1": true, "10.0.0.2": true, "10.0.0.3": true}))
+	w.RunUntil(12 * time.Second)
+	if n := c.Metrics().Reloads; n != 1 {
+		t.Errorf("%d reloads, want only the first", n)
+	}
+	if got, want := c.DynamicUpdates(), durations("2s", "10s"); !slices.Equal(got, want) {
+		t.Errorf("posts at %v, want %v", got, want)
+	}
+	if d, ok := c.Latency("default/web-1"); !ok || d != time.Second {
+		t.Errorf("latency %v %v, want 1s", d, ok)
+	}
+	if eps, _ := c.Routes("web.example", "/"); len(eps) != 3 {
+		t.Errorf("routes %v", eps)
+	}
+}
+
+// A new path changes a server: a reload (IsDynamicConfigurationEnough is
+// false), and a backend-level annotation does not.
+func TestReloadDecision(t *testing.T) {
+	w, c := world(t, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(10 * time.Second)
+	w.Create(ingressFor("api", "web.example", "/api", "web", nil))
+	w.RunUntil(20 * time.Second)
+	if got, want := c.Reloads(), durations("1s", "10s"); !slices.Equal(got, want) {
+		t.Errorf("reloads at %v, want %v", got, want)
+	}
+	w.Update(ingressFor("api", "web.example", "/api", "web", map[string]string{"nginx.ingress.kubernetes.io/load-balance": "ewma"}))
+	w.RunUntil(30 * time.Second)
+	if n := len(c.Reloads()); n != 2 {
+		t.Errorf("a backend annotation reloaded: %v", c.Reloads())
+	}
+	w.Update(ingressFor("api", "web.example", "/api", "web", map[string]string{"nginx.ingress.kubernetes.io/load-balance": "ewma", "nginx.ingress.kubernetes.io/rewrite-target": "/"}))
+	w.RunUntil(40 * time.Second)
+	if got, want := c.Reloads(), durations("1s", "10s", "30s"); !slices.Equal(got, want) {
+		t.Errorf("a location annotation: reloads at %v, want %v", got, want)
+	}
+	w.Update(ingressFor("api", "web.example", "/api", "web", map[string]string{"nginx.ingress.kubernetes.io/load-balance": "ewma", "nginx.ingress.kubernetes.io/rewrite-target": "/", "example.com/owner": "me"}))
+	w.RunUntil(50 * time.Second)
+	if n := len(c.Reloads()); n != 3 {
+		t.Errorf("a foreign annotation reloaded: %v", c.Reloads())
+	}
+}
+
+// The token bucket (syncIngress: flowcontrol, 0.3/s, burst 1) paces syncs
+// 3.33 s apart; the queue skips every event older than the last sync's
+// start (internal/task/queue.go worker).
+func TestTokenBucketAndSkip(t *testing.T) {
+	w, c := world(t, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(2 * time.Second)
+	for i := range 20 {
+		w.At(2*time.Second+time.Duration(i)*100*time.Millisecond, func() {
+			w.Update(ingressFor("web", "web.example", "/", "web", map[string]string{"nginx.ingress.kubernetes.io/proxy-body-size": string(rune('a' + i))}))
+		})
+	}
+	w.RunUntil(30 * time.Second)
+	// 1s: initial; 2s: the first change waits for the token at 1s + 1/0.3 s
+	// (as a float32, which flowcontrol takes: 3.3333332 s);
+	// the other 19 arrive while it waits, and survive the skip (they are
+	// younger than its dequeue); the next waits again, and skips the rest.
+	want := durations("1s", "4.3333332s", "7.666666401s")
+	if got := c.Syncs(); !slices.Equal(got, want) {
+		t.Errorf("syncs at %v, want %v", got, want)
+	}
+	if c.Metrics().Skipped == 0 {
+		t.Error("nothing skipped")
+	}
+}
