@@ -198,3 +198,112 @@ func TestTokenBucketAndSkip(t *testing.T) {
 		t.Error("nothing skipped")
 	}
 }
+
+// A failed reload counts an error, zeroes the hash and the success flag,
+// and the item comes back with timestamp 0 after the workqueue's backoff
+// (queue.go worker: AddRateLimited; 5 ms for a first failure); the retry
+// waits for the next token.
+func TestFailedReloadIsRetried(t *testing.T) {
+	w, c := world(t, func(cfg *Config) { cfg.ReloadCost = 200 * time.Millisecond })
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(10 * time.Second)
+	c.FailReloads(1)
+	w.Create(ingressFor("api", "web.example", "/api", "web", nil))
+	w.RunUntil(10*time.Second + 300*time.Millisecond)
+	m := c.Metrics()
+	if m.ReloadErrors != 1 || m.LastReloadSuccessful || m.ConfigHash != 0 {
+		t.Errorf("after the failure: %+v", m)
+	}
+	w.RunUntil(20 * time.Second)
+	// Retry requeued at 10.2s + 5ms, then the bucket: 10s + 3.3333332s.
+	if got, want := c.Reloads(), durations("1s", "10s", "13.3333332s"); !slices.Equal(got, want) {
+		t.Errorf("reloads at %v, want %v", got, want)
+	}
+	m = c.Metrics()
+	if m.Reloads != 2 || m.ReloadErrors != 1 || !m.LastReloadSuccessful || m.ConfigHash != c.Running().Hash() || m.LastReloadSuccessAt != 13533333200*time.Nanosecond {
+		t.Errorf("after the retry: %+v", m)
+	}
+	if _, ok := c.Running().Route("web.example", "/api"); !ok {
+		t.Error("the new path is not in the running configuration")
+	}
+}
+
+// A failed backend post is retried 1 s, 1.3 s, 1.69 s ... later (syncIngress's
+// wait.Backoff without its jitter); past 1 + retries attempts the sync
+// fails and is requeued.
+func TestDynamicBackoff(t *testing.T) {
+	w, c := world(t, func(cfg *Config) { cfg.DynamicConfigurationRetries = 2 })
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(10 * time.Second)
+	c.FailPosts(2)
+	w.Update(slice("web", "web-1", map[string]bool{"10.0.0.1": true}))
+	w.RunUntil(20 * time.Second)
+	if got, want := c.DynamicUpdates(), durations("2s", "12.3s"); !slices.Equal(got, want) {
+		t.Errorf("posts at %v, want %v", got, want)
+	}
+	c.FailPosts(3)
+	w.Update(slice("web", "web-1", map[string]bool{"10.0.0.2": true}))
+	w.RunUntil(40 * time.Second)
+	// Attempts at 20s, 21s, 22.3s fail; requeued 5 ms later; the token is
+	// there (last take 20s) at 23.3333332s, where the post works.
+	if got, want := c.DynamicUpdates(), durations("2s", "12.3s", "23.3333332s"); !slices.Equal(got, want) {
+		t.Errorf("posts at %v, want %v", got, want)
+	}
+	if m := c.Metrics(); m.DynamicErrors != 5 || m.Reloads != 1 {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+// Before the main loop reads (the first second, and the store's initial
+// lists), the ring keeps only the newest RingSize events.
+func TestRingDropsTheOldest(t *testing.T) {
+	w, c := world(t, func(cfg *Config) { cfg.RingSize = 4 })
+	for i := range 6 {
+		s := slice("web", "extra-"+string(rune('a'+i)), map[string]bool{"10.0.1.1": true})
+		if err := w.Create(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(5 * time.Second)
+	// Service (ClusterIP: no event), 7 slices, the IngressClass, then the
+	// ingress at 1s: 9 events, 4 kept.
+	if m := c.Metrics(); m.RingDropped != 5 {
+		t.Errorf("dropped %d, want 5 of 9", m.RingDropped)
+	}
+	if got := c.Syncs(); !slices.Equal(got, durations("1s")) {
+		t.Errorf("syncs %v: the ring's leftovers should be skipped behind the initial sync", got)
+	}
+}
+
+// The store filters: another controller's class and a ports-only slice
+// change are no events; a ConfigMap change is a non-skippable one that
+// reloads.
+func TestStoreFilters(t *testing.T) {
+	w, c := world(t, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(10 * time.Second)
+	other := ingressFor("other", "other.example", "/", "web", nil)
+	other.Spec.IngressClassName = ptr.To("traefik")
+	w.Create(other)
+	s := slice("web", "web-1", map[string]bool{"10.0.0.1": true, "10.0.0.2": true})
+	s.Ports[0].Port = ptr.To[int32](9090)
+	w.Update(s)
+	w.RunUntil(20 * time.Second)
+	if n := len(c.Syncs()); n != 1 {
+		t.Errorf("syncs %v: filtered events caused syncs", c.Syncs())
+	}
+	w.Create(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ingress-nginx", Name: "ingress-nginx-controller"}, Data: map[string]string{"proxy-body-size": "8m"}})
+	w.RunUntil(30 * time.Second)
+	if got, want := c.Reloads(), durations("1s", "20s"); !slices.Equal(got, want) {
+		t.Errorf("reloads %v, want %v", got, want)
+	}
+}
