@@ -168,7 +168,7 @@ type Controller struct {
 	dynamic  []time.Duration
 	syncs    []time.Duration
 	samples  []Sample
-	routedAt map[string]time.Duration // slice -> change instant routed
+	unrouted map[string][]time.Duration // slice -> its changes not routed yet
 
 	// Faults: the next n reloads, or backend posts, fail.
 	failReloads int
@@ -218,7 +218,7 @@ func New(w *sim.World, cfg Config) (*Controller, error) {
 		heldIngresses: map[string]*networking.Ingress{},
 		sliceChanged:  map[string]time.Duration{},
 		failures:      map[string]int{},
-		routedAt:      map[string]time.Duration{},
+		unrouted:      map[string][]time.Duration{},
 		ring:          ring{size: cfg.RingSize},
 		running:       &Configuration{},
 		retryRate:     rate.NewLimiter(retryQPS, retryBurst),
@@ -388,6 +388,7 @@ func (c *Controller) onSlice(old, cur *discovery.EndpointSlice, deleted bool) {
 		return
 	}
 	c.sliceChanged[k] = c.w.Now()
+	c.unrouted[k] = append(c.unrouted[k], c.w.Now())
 	c.send(event{key: k})
 }
 
@@ -798,20 +799,23 @@ func (c *Controller) syncBackends() {
 	c.route(c.dict.versions)
 }
 
-// route records the latency of every slice change the worker now routes
-// by.
+// route records a latency sample for every change of a slice, up to the
+// version the worker now routes by, not yet routed.
 func (c *Controller) route(vers sliceVersions) {
 	now := c.w.Now()
 	for _, k := range slices.Sorted(maps.Keys(vers)) {
 		v := time.Duration(vers[k])
-		if t, ok := c.routedAt[k]; ok && t >= v {
-			continue
+		pending := c.unrouted[k]
+		n := 0
+		for n < len(pending) && pending[n] <= v {
+			c.samples = append(c.samples, Sample{Slice: k, Changed: pending[n], Routed: now})
+			n++
 		}
-		if _, changed := c.sliceChanged[k]; !changed {
-			continue
+		if n == len(pending) {
+			delete(c.unrouted, k)
+		} else {
+			c.unrouted[k] = pending[n:]
 		}
-		c.routedAt[k] = v
-		c.samples = append(c.samples, Sample{Slice: k, Changed: v, Routed: now})
 	}
 }
 
