@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/proxysim/proxysim/scenarios"
 )
 
@@ -50,10 +52,18 @@ func (e *dynamicExpect) Check(r *scenarios.Run) {
 	}
 }
 
-// backendsExpect: where the Lua balancer sends each host/path now.
+// backendsExpect: where the Lua balancer sends each host/path now. The
+// mapping is read as a node, so that each entry is reported at its line.
 type backendsExpect struct {
-	IngressBackends map[string][]string `yaml:"ingressBackends"`
+	IngressBackends *yaml.Node `yaml:"ingressBackends"`
 	Src             scenarios.Src
+	entries         []backendEntry
+}
+
+type backendEntry struct {
+	key       string
+	endpoints []string
+	pos       scenarios.Pos
 }
 
 // hostPath splits "host/path" at its first slash ("_" is the catch-all
@@ -67,21 +77,36 @@ func hostPath(k string) (string, string, bool) {
 }
 
 func (e *backendsExpect) Validate(v *scenarios.Validator) {
-	if e.IngressBackends == nil {
+	n := e.IngressBackends
+	if n == nil {
 		return
 	}
 	at := e.Src.At("ingressBackends")
 	needs(v, at)
-	for _, k := range sortedKeys(e.IngressBackends) {
-		p := scenarios.Pos{Line: at.Line, Column: at.Column, Path: at.Path + "." + k}
-		if _, _, ok := hostPath(k); !ok {
-			v.Errorf(p, "want host/path, such as web.example/ or _/api, got %q", k)
+	if n.Kind != yaml.MappingNode {
+		v.Errorf(at, "want a mapping of host/path to a list of ip:port endpoints")
+		return
+	}
+	e.entries = nil
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		p := scenarios.Pos{Line: k.Line, Column: k.Column, Path: at.Path + "." + k.Value}
+		if _, _, ok := hostPath(k.Value); !ok {
+			v.Errorf(p, "want host/path, such as web.example/ or _/api, got %q", k.Value)
 		}
-		for _, ep := range e.IngressBackends[k] {
-			if host, port, err := net.SplitHostPort(ep); err != nil || net.ParseIP(host) == nil || port == "" {
-				v.Errorf(p, "want ip:port endpoints, got %q", ep)
+		if val.Kind != yaml.SequenceNode {
+			v.Errorf(p, "want a list of ip:port endpoints ([] for none)")
+			continue
+		}
+		ent := backendEntry{key: k.Value, pos: p}
+		for _, ep := range val.Content {
+			if host, port, err := net.SplitHostPort(ep.Value); ep.Kind != yaml.ScalarNode || err != nil || net.ParseIP(host) == nil || port == "" {
+				v.Errorf(scenarios.Pos{Line: ep.Line, Column: ep.Column, Path: p.Path}, "want ip:port endpoints, got %q", ep.Value)
 			}
+			ent.endpoints = append(ent.endpoints, ep.Value)
 		}
+		sort.Strings(ent.endpoints)
+		e.entries = append(e.entries, ent)
 	}
 }
 
@@ -90,29 +115,20 @@ func (e *backendsExpect) Check(r *scenarios.Run) {
 		return
 	}
 	c := of(r)
-	at := e.Src.At("ingressBackends")
-	for _, k := range sortedKeys(e.IngressBackends) {
-		host, path, _ := hostPath(k)
-		want := slices.Clone(e.IngressBackends[k])
-		sort.Strings(want)
+	for _, ent := range e.entries {
+		host, path, _ := hostPath(ent.key)
+		want := slices.Clone(ent.endpoints)
+		if want == nil {
+			want = []string{}
+		}
 		got, served := c.Routes(host, path)
-		p := scenarios.Pos{Line: at.Line, Column: at.Column, Path: at.Path + "." + k}
 		switch {
 		case !served:
-			r.Fail(p, "ingressBackends", fmt.Sprintf("%s served by %v", k, want), "no such location in nginx's configuration")
-		case !slices.Equal(got, want):
-			r.Fail(p, "ingressBackends", fmt.Sprint(want), fmt.Sprint(got))
+			r.Fail(ent.pos, "ingressBackends", fmt.Sprintf("%s served by %v", ent.key, want), "no such location in nginx's configuration")
+		case !slices.Equal(got, ent.endpoints):
+			r.Fail(ent.pos, "ingressBackends", fmt.Sprint(want), fmt.Sprint(got))
 		}
 	}
-}
-
-func sortedKeys(m map[string][]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // latencyExpect bounds the time from an EndpointSlice change to the moment
