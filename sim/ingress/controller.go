@@ -178,6 +178,7 @@ type Controller struct {
 
 type luaDict struct {
 	set      bool
+	gen      int // which post it holds
 	backends []Backend
 	stamp    int64 // ngx.time() of the POST: whole seconds
 	versions sliceVersions
@@ -185,6 +186,7 @@ type luaDict struct {
 
 type luaWorker struct {
 	synced   int64 // backends_last_synced_at
+	gen      int   // the post it took
 	backends map[string]Backend
 	versions sliceVersions
 	up       bool
@@ -710,7 +712,7 @@ func (c *Controller) configureDynamically(attempt int) {
 	}
 	c.metrics.DynamicUpdates++
 	c.dynamic = append(c.dynamic, c.w.Now())
-	c.dict = luaDict{set: true, backends: c.pcfg.Backends, stamp: c.w.Clock.Now().Unix(), versions: c.pvers}
+	c.dict = luaDict{set: true, gen: c.dict.gen + 1, backends: c.pcfg.Backends, stamp: c.w.Clock.Now().Unix(), versions: c.pvers}
 	c.note("dynamic.post", c.current.key, fmt.Sprintf("backends=%d", len(c.pcfg.Backends)))
 	c.applied()
 }
@@ -730,7 +732,7 @@ func (c *Controller) applied() {
 				c.dict.versions[k] = v
 			}
 		}
-		if c.worker.up && c.dict.set && c.worker.synced >= c.dict.stamp {
+		if c.worker.up && c.dict.set && c.worker.gen == c.dict.gen {
 			c.route(c.dict.versions)
 		}
 	}
@@ -790,7 +792,7 @@ func (c *Controller) syncBackends() {
 	if !c.dict.set || c.dict.stamp <= c.worker.synced {
 		return
 	}
-	c.worker.synced = c.dict.stamp
+	c.worker.synced, c.worker.gen = c.dict.stamp, c.dict.gen
 	c.worker.backends = map[string]Backend{}
 	for _, b := range c.dict.backends {
 		c.worker.backends[b.Name] = b

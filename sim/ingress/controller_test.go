@@ -307,3 +307,112 @@ func TestStoreFilters(t *testing.T) {
 		t.Errorf("reloads %v, want %v", got, want)
 	}
 }
+
+// The Lua worker takes a post only when its whole-second stamp is newer
+// than the one it holds (balancer.lua sync_backends, configuration.lua
+// ngx.time()): a second post in the same second, after the worker took the
+// first, waits for a later post.
+func TestTwoPostsInOneSecond(t *testing.T) {
+	w, c := world(t, func(cfg *Config) {
+		cfg.SyncRateLimit = 100
+		cfg.ReloadCost = 500 * time.Millisecond // the worker ticks at x.5s
+	})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(10200 * time.Millisecond)
+	w.Update(slice("web", "web-1", map[string]bool{"10.0.0.1": true}))
+	w.RunUntil(10800 * time.Millisecond)
+	w.Update(slice("web", "web-1", map[string]bool{"10.0.0.2": true}))
+	w.RunUntil(15 * time.Second)
+	if got, want := c.DynamicUpdates(), durations("2.5s", "10.2s", "10.8s"); !slices.Equal(got, want) {
+		t.Fatalf("posts at %v, want %v", got, want)
+	}
+	if eps, _ := c.Routes("web.example", "/"); !slices.Equal(eps, []string{"10.0.0.1:8080"}) {
+		t.Errorf("routes %v: the worker should still hold the first post of second 10", eps)
+	}
+	if d, ok := c.Latency("default/web-1"); ok {
+		t.Errorf("the second change is routed (%v), though no newer post came", d)
+	}
+	w.RunUntil(20 * time.Second)
+	w.Update(slice("web", "web-1", map[string]bool{"10.0.0.2": true, "10.0.0.3": true}))
+	w.RunUntil(21 * time.Second)
+	if d, ok := c.Latency("default/web-1"); !ok || d != 500*time.Millisecond {
+		t.Errorf("latency %v %v, want 500ms", d, ok)
+	}
+}
+
+// The class rules of store.go GetIngressClass.
+func TestIngressClassRules(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		tune         func(*networking.Ingress)
+		withoutClass bool
+		admitted     bool
+	}{
+		{"class name of ours", func(*networking.Ingress) {}, false, true},
+		{"class name of another controller", func(i *networking.Ingress) { i.Spec.IngressClassName = ptr.To("traefik") }, false, false},
+		{"annotation nginx", func(i *networking.Ingress) {
+			i.Spec.IngressClassName = nil
+			i.Annotations = map[string]string{"kubernetes.io/ingress.class": "nginx"}
+		}, false, true},
+		{"annotation other", func(i *networking.Ingress) {
+			i.Spec.IngressClassName = nil
+			i.Annotations = map[string]string{"kubernetes.io/ingress.class": "haproxy"}
+		}, true, false},
+		{"no class", func(i *networking.Ingress) { i.Spec.IngressClassName = nil }, false, false},
+		{"no class, watched without class", func(i *networking.Ingress) { i.Spec.IngressClassName = nil }, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, c := world(t, func(cfg *Config) { cfg.WatchIngressWithoutClass = tc.withoutClass })
+			other := &networking.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "traefik"}, Spec: networking.IngressClassSpec{Controller: "traefik.io/ingress-controller"}}
+			if err := w.Create(other); err != nil {
+				t.Fatal(err)
+			}
+			ing := ingressFor("api", "api.example", "/", "web", nil)
+			tc.tune(ing)
+			if err := w.Create(ing); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.RunUntil(5 * time.Second)
+			if _, ok := c.Running().Route("api.example", "/"); ok != tc.admitted {
+				// The catch-all answers any host: look for the server itself.
+				t.Logf("route found %v", ok)
+			}
+			served := false
+			for _, s := range c.Running().Servers {
+				served = served || s.Hostname == "api.example"
+			}
+			if served != tc.admitted {
+				t.Errorf("api.example served %v, want %v", served, tc.admitted)
+			}
+		})
+	}
+}
+
+// The Ingress informer starts 1 s after the others (store.go Informer.Run):
+// what happened to Ingresses before then reaches the controller as one add
+// per Ingress, listed at 1s.
+func TestIngressInformerStartsLate(t *testing.T) {
+	w, c := world(t, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(300 * time.Millisecond)
+	w.Create(ingressFor("api", "api.example", "/", "web", nil))
+	w.RunUntil(600 * time.Millisecond)
+	w.Update(ingressFor("api", "api.example", "/v2", "web", nil))
+	w.RunUntil(5 * time.Second)
+	if got := c.Syncs(); !slices.Equal(got, durations("1s")) {
+		t.Errorf("syncs %v, want only the initial one", got)
+	}
+	if _, ok := c.Running().Route("api.example", "/v2"); !ok {
+		t.Error("the initial sync missed the Ingress as it was at 1s")
+	}
+	if c.Metrics().Skipped != 4 {
+		t.Errorf("skipped %d, want the 4 start-up events (slice, class, two ingresses)", c.Metrics().Skipped)
+	}
+}
