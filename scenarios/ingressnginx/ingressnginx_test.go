@@ -73,3 +73,22 @@ func TestIngressScenariosReplayIdentically(t *testing.T) {
 		})
 	}
 }
+
+// One replay of each ingress scenario: the cost of the loop in real time.
+func BenchmarkIngressScenarios(b *testing.B) {
+	for _, name := range []string{"ingress-rolling-update", "ingress-100-changes", "ingress-ring-overflow"} {
+		s, err := scenarios.LoadLibrary(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := scenarios.Replay(s, scenarios.Options{})
+				if err != nil || !res.Passed() {
+					b.Fatal(err, res.Failures)
+				}
+			}
+		})
+	}
+}
