@@ -469,9 +469,11 @@ func (c *Controller) ingressDelete(ing *networking.Ingress) {
 	c.send(event{key: key(ing.Namespace, ing.Name)})
 }
 
-// onClass keeps this controller's IngressClasses; adds and deletes of
-// them are events, updates only when spec.parameters change (store.go's
-// IngressClass handlers).
+// onClass keeps this controller's IngressClasses (store.go's IngressClass
+// handlers): an add or delete of one is an event; an update is one, and
+// reaches the lister, only when spec.parameters changed; another
+// controller's class is ignored, in its updates too (so a class whose
+// controller changes stays as it was).
 func (c *Controller) onClass(old, cur *networking.IngressClass, deleted bool) {
 	switch {
 	case deleted:
@@ -481,12 +483,9 @@ func (c *Controller) onClass(old, cur *networking.IngressClass, deleted bool) {
 		delete(c.classes, old.Name)
 		c.send(event{key: old.Name})
 	case cur.Spec.Controller != c.cfg.Controller:
-		delete(c.classes, cur.Name)
-	default:
+	case old == nil || !reflect.DeepEqual(old.Spec.Parameters, cur.Spec.Parameters):
 		c.classes[cur.Name] = cur
-		if old == nil || !reflect.DeepEqual(old.Spec.Parameters, cur.Spec.Parameters) {
-			c.send(event{key: cur.Name})
-		}
+		c.send(event{key: cur.Name})
 	}
 }
 
