@@ -810,6 +810,7 @@ func (c *Controller) route(vers sliceVersions) {
 		n := 0
 		for n < len(pending) && pending[n] <= v {
 			c.samples = append(c.samples, Sample{Slice: k, Changed: pending[n], Routed: now})
+			c.note("routed", k, fmt.Sprintf("change at %v, latency %v", pending[n], now-pending[n]))
 			n++
 		}
 		if n == len(pending) {
