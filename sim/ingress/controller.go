@@ -6,7 +6,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -82,10 +81,11 @@ const (
 // (internal/ingress/annotations/class IngressKey).
 const classAnnotation = "kubernetes.io/ingress.class"
 
-// Trace kind and operations of the controller's events.
-const (
-	TraceKind = "ingress"
-)
+// TraceKind is the trace kind of the controller's own events; their op
+// says what happened: nginx.start, skip, sync.wait, sync.nochange,
+// sync.dynamic, reload.start, reload.ok, reload.fail, dynamic.post,
+// dynamic.fail, sync.end, sync.fail, lua.sync, routed, ring.drop, ignore.
+const TraceKind = "ingress"
 
 // Metrics are the controller's metrics (internal/ingress/metric/collectors
 // controller.go, namespace nginx_ingress_controller) as exact values, and a
@@ -557,11 +557,14 @@ func (c *Controller) enqueue(ev event) {
 }
 
 // add puts an element in the queue; an identical one already waiting
-// absorbs it, as in a workqueue.
+// absorbs it, as in a workqueue. Stamps are unique, so only requeued
+// items (timestamp 0) can be identical.
 func (c *Controller) add(e element) {
-	for _, q := range c.queue {
-		if q == e {
-			return
+	if e.zero {
+		for _, q := range c.queue {
+			if q == e {
+				return
+			}
 		}
 	}
 	c.queue = append(c.queue, e)
@@ -877,15 +880,6 @@ func (c *Controller) Routes(host, path string) ([]string, bool) {
 
 // QueueLen is how many items wait in the task queue.
 func (c *Controller) QueueLen() int { return len(c.queue) }
-
-// Describe summarises the state for messages.
-func (c *Controller) Describe() string {
-	m := c.metrics
-	return strings.Join([]string{
-		fmt.Sprintf("reloads=%d", m.Reloads), fmt.Sprintf("errors=%d", m.ReloadErrors),
-		fmt.Sprintf("dynamic=%d", m.DynamicUpdates), fmt.Sprintf("syncs=%d", m.Syncs),
-	}, " ")
-}
 
 var (
 	_ sim.Consumer  = (*Controller)(nil)
