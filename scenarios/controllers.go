@@ -68,21 +68,24 @@ func RegisterController(c Controller) {
 	if _, ok := controllerRegistry.byKey[c.Key()]; ok {
 		panic(fmt.Sprintf("scenarios: controller %q registered twice", c.Key()))
 	}
-	acts, faults, exps := partTypes(coreActions()), []reflect.Type(nil), partTypes(coreExpectations())
+	// A controller's parts may appear beside the core's, any mode's (modes
+	// may share keys among themselves: only one runs) and every other
+	// controller's.
+	acts, faults, exps := partTypes(append(coreActions(), c.Actions()...)), partTypes(c.Faults()), partTypes(append(coreExpectations(), c.Expectations()...))
 	for _, o := range controllerRegistry.byKey {
 		acts = append(acts, partTypes(o.Actions())...)
 		faults = append(faults, partTypes(o.Faults())...)
 		exps = append(exps, partTypes(o.Expectations())...)
 	}
+	checkKeys(c.Key()+" actions", reflect.TypeOf(Step{}), acts)
+	checkKeys(c.Key()+" faults", reflect.TypeOf(Fault{}), faults)
+	checkKeys(c.Key()+" expectations", reflect.TypeOf(Expect{}), exps)
 	for _, name := range ModeNames() {
 		m, _ := LookupMode(name)
-		acts = append(acts, partTypes(m.Actions())...)
-		faults = append(faults, partTypes(m.Faults())...)
-		exps = append(exps, partTypes(m.Expectations())...)
+		checkKeys(c.Key()+" actions with mode "+name, reflect.TypeOf(Step{}), append(partTypes(m.Actions()), acts...))
+		checkKeys(c.Key()+" faults with mode "+name, reflect.TypeOf(Fault{}), append(partTypes(m.Faults()), faults...))
+		checkKeys(c.Key()+" expectations with mode "+name, reflect.TypeOf(Expect{}), append(partTypes(m.Expectations()), exps...))
 	}
-	checkKeys(c.Key()+" actions", reflect.TypeOf(Step{}), append(acts, partTypes(c.Actions())...))
-	checkKeys(c.Key()+" faults", reflect.TypeOf(Fault{}), append(faults, partTypes(c.Faults())...))
-	checkKeys(c.Key()+" expectations", reflect.TypeOf(Expect{}), append(exps, partTypes(c.Expectations())...))
 	controllerRegistry.byKey[c.Key()] = c
 }
 

@@ -8,7 +8,9 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
+	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the library holds scenarios of every mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
 
 // ingressScenarios are the bundled scenarios that switch the ingress-nginx
