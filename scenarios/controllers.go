@@ -60,6 +60,13 @@ var controllerRegistry struct {
 // It panics when the key is taken or a part claims a key the core, a mode
 // or another controller already has: programming errors.
 func RegisterController(c Controller) {
+	// The modes first, outside this registry's lock: RegisterMode takes the
+	// two locks in the other order.
+	var modes []Mode
+	for _, name := range ModeNames() {
+		m, _ := LookupMode(name)
+		modes = append(modes, m)
+	}
 	controllerRegistry.Lock()
 	defer controllerRegistry.Unlock()
 	if controllerRegistry.byKey == nil {
@@ -80,8 +87,8 @@ func RegisterController(c Controller) {
 	checkKeys(c.Key()+" actions", reflect.TypeOf(Step{}), acts)
 	checkKeys(c.Key()+" faults", reflect.TypeOf(Fault{}), faults)
 	checkKeys(c.Key()+" expectations", reflect.TypeOf(Expect{}), exps)
-	for _, name := range ModeNames() {
-		m, _ := LookupMode(name)
+	for _, m := range modes {
+		name := m.Name()
 		checkKeys(c.Key()+" actions with mode "+name, reflect.TypeOf(Step{}), append(partTypes(m.Actions()), acts...))
 		checkKeys(c.Key()+" faults with mode "+name, reflect.TypeOf(Fault{}), append(partTypes(m.Faults()), faults...))
 		checkKeys(c.Key()+" expectations with mode "+name, reflect.TypeOf(Expect{}), append(partTypes(m.Expectations()), exps...))
