@@ -19,6 +19,10 @@ var scenarioFeatures = []string{
 	"connections.result", "connections.server", "connections.state",
 	"connections.latencyAtLeast", "connections.latencyAtMost",
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
+	// The ingress-nginx controller (scenarios/ingressnginx).
+	"ingressChurn", "fault.ingressReloadFailures", "fault.ingressPostFailures",
+	"reloads.count", "reloads.at", "dynamicUpdates.count", "dynamicUpdates.at", "ingressBackends",
+	"ingressLatency.exact", "ingressLatency.max", "ingressLatency.samples", "ingressMetrics",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -66,7 +70,7 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close":
+			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn":
 				used[k] = true
 			case "restart":
 				used[k] = get(st, k).Value == "true"
@@ -85,7 +89,7 @@ func featuresOf(s *Scenario) map[string]bool {
 		e := get(st, "expect")
 		for _, k := range keys(e) {
 			switch k {
-			case "syncs", "dataplaneOps", "latency":
+			case "syncs", "dataplaneOps", "latency", "reloads", "dynamicUpdates", "ingressLatency":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
 				}

@@ -122,7 +122,8 @@ func lineKey(line int) int {
 }
 
 // Kinds of objects a scenario may name.
-var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true}
+var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true,
+	"Ingress": true, "IngressClass": true, "ConfigMap": true, "Secret": true}
 
 func (d *decoder) validate(s *Scenario) {
 	if strings.TrimSpace(s.Name) == "" {
@@ -138,6 +139,7 @@ func (d *decoder) validate(s *Scenario) {
 	} else {
 		d.validateProxy(v, &s.Proxy)
 	}
+	d.validateControllers(v, &s.Controllers)
 
 	// Objects cut out of a large file come first: they are the file's
 	// objects list, which the general path then found empty.

@@ -35,10 +35,11 @@ func coreExpectations() []func() Expectation {
 }
 
 func (d *decoder) actionKinds() []func() Action {
-	if d.mode == nil {
-		return coreActions()
+	kinds := coreActions()
+	if d.mode != nil {
+		kinds = append(kinds, d.mode.Actions()...)
 	}
-	return append(coreActions(), d.mode.Actions()...)
+	return append(kinds, controllerActions()...)
 }
 
 // modeOf finds proxy.mode before anything is decoded: the mode decides
@@ -97,6 +98,7 @@ func (e *Expect) decodeParts(d *decoder, n *yaml.Node, path string) {
 	if d.mode != nil {
 		kinds = append(kinds, d.mode.Expectations()...)
 	}
+	kinds = append(kinds, controllerExpectations()...)
 	e.Checks = append(e.Checks, decodeInto(d, n, path, e, kinds)...)
 }
 
@@ -124,6 +126,7 @@ func (f *Fault) decodeParts(d *decoder, n *yaml.Node, path string) {
 	if d.mode != nil {
 		kinds = d.mode.Faults()
 	}
+	kinds = append(kinds, controllerFaults()...)
 	f.Parts = append(f.Parts, decodeInto(d, n, path, f, kinds)...)
 	for _, k := range kinds {
 		f.keys = append(f.keys, keysOf(reflect.TypeOf(k()))...)

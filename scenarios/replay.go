@@ -104,6 +104,8 @@ type replayer struct {
 	budget   *budget
 	// dataplaneAt is when each dataplane write happened, for dataplaneOps.
 	dataplaneAt []time.Duration
+	// controllers is the switched-on controllers' state, by key.
+	controllers map[string]any
 }
 
 type pendingCheck struct {
@@ -187,6 +189,9 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		if err := w.Create(o.Obj); err != nil {
 			return nil, fmt.Errorf("%s: creating %s: %w", s.File, o.Key, err)
 		}
+	}
+	if err := r.attachControllers(); err != nil {
+		return nil, err
 	}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("%s: starting the proxy: %w", s.File, err)

@@ -26,9 +26,11 @@ type Scenario struct {
 	Proxy       Proxy    `yaml:"proxy"`
 	// Objects are the cluster's objects before the proxy starts: manifests,
 	// or {file: path} entries naming YAML files relative to the scenario.
-	Objects  []yaml.Node `yaml:"objects"`
-	Timeline []Step      `yaml:"timeline"`
-	Src      Src
+	Objects []yaml.Node `yaml:"objects"`
+	// Controllers are the consumers besides the proxy the scenario runs.
+	Controllers Controllers `yaml:"controllers"`
+	Timeline    []Step      `yaml:"timeline"`
+	Src         Src
 
 	// Filled by Load.
 	File    string   `yaml:"-"`
