@@ -19,6 +19,9 @@ var scenarioFeatures = []string{
 	"connections.result", "connections.server", "connections.state",
 	"connections.latencyAtLeast", "connections.latencyAtMost",
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
+	// the runner's vocabulary
+	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step",
+	"nextRun.at", "nextRun.reason", "nextRun.none",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -54,7 +57,10 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, k := range keys(get(proxy, "syncCost")) {
 		used["syncCost."+k] = true
 	}
-	for _, k := range []string{"configSyncPeriod", "retryInterval"} {
+	if c := get(proxy, "syncCost"); c != nil && c.Kind == yaml.SequenceNode {
+		used["syncCost.list"] = true
+	}
+	for _, k := range []string{"configSyncPeriod", "retryInterval", "burstRuns"} {
 		if get(proxy, k) != nil {
 			used[k] = true
 		}
@@ -66,8 +72,10 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close":
+			case "apply", "update", "delete", "churn", "connect", "close", "run", "retryAfter", "stop":
 				used[k] = true
+			case "syncCost":
+				used["syncCost.step"] = true
 			case "restart":
 				used[k] = get(st, k).Value == "true"
 			case "patch":
@@ -85,7 +93,7 @@ func featuresOf(s *Scenario) map[string]bool {
 		e := get(st, "expect")
 		for _, k := range keys(e) {
 			switch k {
-			case "syncs", "dataplaneOps", "latency":
+			case "syncs", "dataplaneOps", "latency", "nextRun":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
 				}
