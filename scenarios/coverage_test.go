@@ -22,6 +22,9 @@ var scenarioFeatures = []string{
 	// the runner's vocabulary
 	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step",
 	"nextRun.at", "nextRun.reason", "nextRun.none",
+	// the operator's vocabulary (IPVS mode)
+	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
+	"sends", "timeouts", "connExpiry", "arp",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -57,6 +60,9 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, k := range keys(get(proxy, "syncCost")) {
 		used["syncCost."+k] = true
 	}
+	if get(proxy, "sysctls") != nil {
+		used["proxy.sysctls"] = true
+	}
 	if c := get(proxy, "syncCost"); c != nil && c.Kind == yaml.SequenceNode {
 		used["syncCost.list"] = true
 	}
@@ -76,6 +82,16 @@ func featuresOf(s *Scenario) map[string]bool {
 				used[k] = true
 			case "syncCost":
 				used["syncCost.step"] = true
+			case "sysctls":
+				used["sysctls.step"] = true
+			case "send", "reset":
+				used[k] = true
+			case "ipvs":
+				for _, ik := range keys(get(st, k)) {
+					if ik == "weight" || ik == "delete" || ik == "flush" {
+						used["ipvs."+ik] = true
+					}
+				}
 			case "restart":
 				used[k] = get(st, k).Value == "true"
 			case "patch":

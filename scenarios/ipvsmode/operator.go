@@ -325,7 +325,9 @@ func (e *sendsExpect) Check(r *scenarios.Run) {
 			got = "(nothing sent)"
 		}
 		if got != e.Sends[name] {
-			r.Fail(e.Src.At("sends"), "sends."+name, e.Sends[name], got)
+			p := e.Src.At("sends")
+			p.Path += "." + name
+			r.Fail(p, "sends."+name, e.Sends[name], got)
 		}
 	}
 }
@@ -359,12 +361,14 @@ func (e *timeoutsExpect) Check(r *scenarios.Run) {
 		key       string
 		want, got time.Duration
 	}{{"tcp", t.TCP.D(), got.TCP}, {"tcpFin", t.TCPFin.D(), got.TCPFin}, {"udp", t.UDP.D(), got.UDP}} {
+		p := e.Src.At("timeouts")
+		p.Path += "." + c.key
 		switch {
 		case c.want == 0:
 		case err != nil:
-			r.Fail(e.Src.At("timeouts"), "timeouts."+c.key, c.want.String(), err.Error())
+			r.Fail(p, "timeouts."+c.key, c.want.String(), err.Error())
 		case c.got != c.want:
-			r.Fail(e.Src.At("timeouts"), "timeouts."+c.key, c.want.String(), c.got.String())
+			r.Fail(p, "timeouts."+c.key, c.want.String(), c.got.String())
 		}
 	}
 }
@@ -445,8 +449,10 @@ func (e *arpExpect) Validate(v *scenarios.Validator) {
 func (e *arpExpect) Check(r *scenarios.Run) {
 	d := dataplaneOf(r)
 	for _, ip := range slices.Sorted(maps.Keys(e.ARP)) {
+		p := e.Src.At("arp")
+		p.Path += "." + ip
 		if d.arp == nil {
-			r.Fail(e.Src.At("arp"), "arp."+ip, e.ARP[ip], "the "+d.name+" dataplane cannot ask")
+			r.Fail(p, "arp."+ip, e.ARP[ip], "the "+d.name+" dataplane cannot ask")
 			continue
 		}
 		d.pace()
@@ -459,7 +465,7 @@ func (e *arpExpect) Check(r *scenarios.Run) {
 			got = "answered"
 		}
 		if got != e.ARP[ip] {
-			r.Fail(e.Src.At("arp"), "arp."+ip, e.ARP[ip], got)
+			r.Fail(p, "arp."+ip, e.ARP[ip], got)
 		}
 	}
 }
