@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 )
 
 // Bad uses of the runner's vocabulary are refused at load, at the field.
@@ -89,5 +92,33 @@ timeline:
 				t.Fatalf("first problem:\n got  %s\n want %s...\nall:\n%s", ps[0].Error(), c.want, ps.Error())
 			}
 		})
+	}
+}
+
+// An EndpointSlice port without a name or protocol gets the API server's
+// defaults ("" and TCP), so that it matches a service port written the same
+// way.
+func TestSlicePortDefaults(t *testing.T) {
+	s, err := Parse("x.yaml", []byte(`name: x
+proxy: {version: v1.36.3}
+objects:
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+    addressType: IPv4
+    ports: [{port: 8080}]
+    endpoints: [{addresses: [10.244.1.2]}]
+timeline: [{at: 1s, note: n}]
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl, ok := s.Initial[0].Obj.(*discovery.EndpointSlice)
+	if !ok {
+		t.Fatalf("got %T", s.Initial[0].Obj)
+	}
+	p := sl.Ports[0]
+	if p.Name == nil || *p.Name != "" || p.Protocol == nil || *p.Protocol != v1.ProtocolTCP {
+		t.Fatalf("port %+v: want name \"\" and protocol TCP", p)
 	}
 }
