@@ -19,6 +19,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode" // the nftables mode
 )
 
 // Exit codes.
@@ -134,7 +135,8 @@ or memory budget, 4 an internal error of proxysim.`,
 			return nil
 		},
 	}
-	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root and ip_vs), vm (Debian's kernel in QEMU)")
+	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
+	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (ipvs and iptables blocks and files) with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 
@@ -176,9 +178,22 @@ or memory budget, 4 an internal error of proxysim.`,
 		},
 	}
 	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
+	traceCmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy")
 	for _, c := range []*cobra.Command{replay, traceCmd} {
 		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
 		c.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a replay (exit 3) when its live heap passes this many MiB")
+		// A budget of zero or less would mean "stop at once" or wrap
+		// around: it is a mistake in the command line, refused before
+		// anything runs.
+		c.PreRunE = func(cmd *cobra.Command, args []string) error {
+			if maxEvents <= 0 {
+				return fail(exitInvalid, fmt.Errorf("--max-events %d: must be a positive number of events", maxEvents))
+			}
+			if maxMemoryMiB <= 0 || maxMemoryMiB > 1<<40 {
+				return fail(exitInvalid, fmt.Errorf("--max-memory %d: must be between 1 and %d MiB", maxMemoryMiB, int64(1)<<40))
+			}
+			return nil
+		}
 	}
 
 	list := &cobra.Command{
@@ -304,6 +319,9 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 	case "fake", "":
 		return nil, nil // the scenario's mode's own fake
 	case "netns":
+		if err := checkIPTablesBackend(netnsIPTables); err != nil {
+			return nil, err
+		}
 		return netnsDataplane, nil
 	}
 	return nil, fmt.Errorf("unknown dataplane %q (available: fake, netns; replay also takes vm)", name)

@@ -130,6 +130,7 @@ type Dataplane struct {
 	raw     *fakes.IPTables
 	faults  *iptables.Faults
 	nodeIPs []net.IP
+	kernel  Kernel // nil on the fake; see OnKernel
 }
 
 var _ scenarios.Dataplane = (*Dataplane)(nil)
@@ -143,12 +144,25 @@ func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
 }
 
 // Snapshot is iptables-save of the filter and nat tables.
-func (d *Dataplane) Snapshot() (string, error) { return d.raw.SaveAll(), nil }
+func (d *Dataplane) Snapshot() (string, error) {
+	if d.kernel != nil {
+		return d.kernelSnapshot()
+	}
+	return d.raw.SaveAll(), nil
+}
 
-func (d *Dataplane) Close() error { return nil }
+func (d *Dataplane) Close() error {
+	if d.kernel != nil {
+		return d.kernel.Close()
+	}
+	return nil
+}
 
 // Route traces a new connection through the rules the fake holds now.
 func (d *Dataplane) Route(pkt iptables.Packet) (iptables.Shares, error) {
+	if d.kernel != nil {
+		return d.kernelRoute(pkt)
+	}
 	return iptables.Route(d.raw.Ruleset(), d.nodeIPs, pkt)
 }
 
