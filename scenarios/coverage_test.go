@@ -23,6 +23,12 @@ var scenarioFeatures = []string{
 	"ingressChurn", "fault.ingressReloadFailures", "fault.ingressPostFailures",
 	"reloads.count", "reloads.at", "dynamicUpdates.count", "dynamicUpdates.at", "ingressBackends",
 	"ingressLatency.exact", "ingressLatency.max", "ingressLatency.samples", "ingressMetrics",
+	// the runner's vocabulary
+	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step",
+	"nextRun.at", "nextRun.reason", "nextRun.none",
+	// the operator's vocabulary (IPVS mode)
+	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
+	"sends", "timeouts", "connExpiry", "arp",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -58,7 +64,13 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, k := range keys(get(proxy, "syncCost")) {
 		used["syncCost."+k] = true
 	}
-	for _, k := range []string{"configSyncPeriod", "retryInterval"} {
+	if get(proxy, "sysctls") != nil {
+		used["proxy.sysctls"] = true
+	}
+	if c := get(proxy, "syncCost"); c != nil && c.Kind == yaml.SequenceNode {
+		used["syncCost.list"] = true
+	}
+	for _, k := range []string{"configSyncPeriod", "retryInterval", "burstRuns"} {
 		if get(proxy, k) != nil {
 			used[k] = true
 		}
@@ -70,8 +82,20 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn":
+			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn", "run", "retryAfter", "stop":
 				used[k] = true
+			case "syncCost":
+				used["syncCost.step"] = true
+			case "sysctls":
+				used["sysctls.step"] = true
+			case "send", "reset":
+				used[k] = true
+			case "ipvs":
+				for _, ik := range keys(get(st, k)) {
+					if ik == "weight" || ik == "delete" || ik == "flush" {
+						used["ipvs."+ik] = true
+					}
+				}
 			case "restart":
 				used[k] = get(st, k).Value == "true"
 			case "patch":
@@ -89,7 +113,7 @@ func featuresOf(s *Scenario) map[string]bool {
 		e := get(st, "expect")
 		for _, k := range keys(e) {
 			switch k {
-			case "syncs", "dataplaneOps", "latency", "reloads", "dynamicUpdates", "ingressLatency":
+			case "syncs", "dataplaneOps", "latency", "reloads", "dynamicUpdates", "ingressLatency", "nextRun":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
 				}

@@ -256,6 +256,7 @@ func (d *decoder) validateProxy(v *Validator, p *Proxy) {
 	if p.NodeName == "" {
 		p.NodeName = "node-a"
 	}
+	d.validateRunnerVocabulary(p)
 	if p.Settings != nil {
 		p.Settings.Validate(v)
 	}

@@ -86,6 +86,9 @@ func RunnerConfig(p Proxy) runner.Config {
 	if p.RetryInterval != nil {
 		cfg.RetryInterval = p.RetryInterval.D()
 	}
+	if p.BurstRuns != nil {
+		cfg.BurstRuns = *p.BurstRuns
+	}
 	return cfg
 }
 
@@ -157,7 +160,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		NodeName:     p.NodeName,
 		Zone:         p.Zone,
 		ResyncPeriod: resync,
-		Cost:         sim.CostModel{Fixed: p.SyncCost.Fixed.D(), PerService: p.SyncCost.PerService.D(), PerEndpoint: p.SyncCost.PerEndpoint.D()},
+		Cost:         p.SyncCost.Model(),
 		NewBackend:   dp.NewBackend,
 	}
 	w, err := sim.NewWorld(cfg)

@@ -54,6 +54,9 @@ type Proxy struct {
 	NodeName         string    `yaml:"nodeName"`
 	Zone             string    `yaml:"zone"`
 	SyncCost         SyncCost  `yaml:"syncCost"`
+	// BurstRuns is the burst runner's bucket size (burst generation only;
+	// kube-proxy hard-codes 2).
+	BurstRuns *int `yaml:"burstRuns"`
 	// SyncFailsOnError makes a failed dataplane operation fail the sync (as
 	// kube-proxy's iptables and nftables proxiers do); kube-proxy's IPVS
 	// proxier only logs it.
@@ -64,11 +67,14 @@ type Proxy struct {
 	Settings Settings
 }
 
-// SyncCost is how long each sync takes in virtual time.
+// SyncCost is how long each sync takes in virtual time: a model (fixed,
+// per service port, per endpoint), or written as a list, each runner run's
+// own cost in order (Runs; see synccost.go).
 type SyncCost struct {
-	Fixed       Duration `yaml:"fixed"`
-	PerService  Duration `yaml:"perService"`
-	PerEndpoint Duration `yaml:"perEndpoint"`
+	Fixed       Duration   `yaml:"fixed"`
+	PerService  Duration   `yaml:"perService"`
+	PerEndpoint Duration   `yaml:"perEndpoint"`
+	Runs        []Duration `yaml:"-"`
 }
 
 // Step is one instant of the timeline: at most one action, and optionally

@@ -15,6 +15,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
 // netnsIPTables is the iptables backend --dataplane netns programs for
@@ -55,7 +56,15 @@ func cleanupNamespaces() {
 	}()
 }
 
-var ipvsOnKernel = ipvsmode.OnKernel(netns.OpenDataplane)
+// ipvsOnKernel gives a scenario that talks to the node as a client a
+// client and backends around it (netns.OpenTopology).
+var ipvsOnKernel = ipvsmode.OnKernelWithClient(netns.OpenDataplane, func() (ipvs.Dataplane, ipvsmode.Client, func() error, error) {
+	dp, topo, closeFn, err := netns.OpenTopology()
+	if err != nil {
+		return dp, nil, nil, err
+	}
+	return dp, topo, closeFn, nil
+})
 
 var nftablesOnKernel = nftablesmode.OnKernel(func() (knftables.Interface, string, func() error, error) {
 	return netns.OpenNFTables()
