@@ -29,9 +29,11 @@ func state(n int, mutate func(*proxy.ServicePort)) *proxy.SyncState {
 		eps = append(eps, &proxy.Endpoint{IP: fmt.Sprintf("10.244.%d.%d", i/256, i%256), Port: 8080, Ready: true, Serving: true})
 	}
 	return &proxy.SyncState{
-		Services:  proxy.ServiceMap{web: sp},
-		Endpoints: proxy.EndpointsMap{web: eps},
-		NodeName:  "node-1",
+		Services:         proxy.ServiceMap{web: sp},
+		Endpoints:        proxy.EndpointsMap{web: eps},
+		ServiceChanges:   proxy.ServiceMapResult{Updated: []types.NamespacedName{web.NamespacedName}},
+		EndpointsChanges: proxy.EndpointsMapResult{Updated: []types.NamespacedName{web.NamespacedName}},
+		NodeName:         "node-1",
 	}
 }
 
