@@ -54,6 +54,11 @@ type ServicePort struct {
 	ExternalPolicyLocal     bool
 	InternalPolicyLocal     bool
 	HealthCheckNodePort     int32
+
+	// LoadBalancerSourceRanges are the CIDRs of this family allowed to
+	// reach the LoadBalancer IPs, canonical; none when the field is empty or
+	// holds a zero-length prefix ("allow all").
+	LoadBalancerSourceRanges []string
 }
 
 // ExternallyAccessible reports whether the port has any external entry point.
