@@ -164,7 +164,7 @@ type rendered struct {
 	// skippedNATRules those of unchanged services left out of a partial
 	// sync; deletedChains the stale chains deleted.
 	filterRules, natRules, skippedNATRules, deletedChains int
-	noLocalInternal, noLocalExternal                     int
+	noLocalInternal, noLocalExternal                      int
 }
 
 // Render returns the restore payload of a full sync. existingNAT lists the
