@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -53,6 +54,8 @@ type kubeIPT struct {
 	*iptablestest.FakeIPTables
 	last     string
 	failNext bool
+	// discard accepts restores without applying them (benchmarks).
+	discard bool
 }
 
 func (f *kubeIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
@@ -60,6 +63,9 @@ func (f *kubeIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters
 	if f.failNext {
 		f.failNext = false
 		return errInjected
+	}
+	if f.discard {
+		return nil
 	}
 	return f.FakeIPTables.RestoreAll(data, flush, counters)
 }
@@ -80,6 +86,7 @@ type ourIPT struct {
 	*fakes.IPTables
 	last     string
 	failNext bool
+	discard  bool
 }
 
 func (f *ourIPT) Restore(payload string) error {
@@ -87,6 +94,9 @@ func (f *ourIPT) Restore(payload string) error {
 	if f.failNext {
 		f.failNext = false
 		return errInjected
+	}
+	if f.discard {
+		return nil
 	}
 	return f.IPTables.Restore(payload)
 }
@@ -173,6 +183,7 @@ type iptPair struct {
 }
 
 func newIPTPair(cfg iptConfig) (*iptPair, error) {
+	registerIPTablesMetrics()
 	fake := iptablestest.NewFake()
 	if cfg.family == v1.IPv6Protocol {
 		fake = iptablestest.NewIPv6Fake()
@@ -345,7 +356,11 @@ func ourMetrics(m iptables.Metrics) kMetrics {
 // registerIPTablesMetrics registers only the metrics the comparison
 // reads: kube-proxy's RegisterMetrics would also register its nfacct
 // collectors, which read this host's netfilter counters.
-func registerIPTablesMetrics() {
+func registerIPTablesMetrics() { registerOnce.Do(registerNow) }
+
+var registerOnce sync.Once
+
+func registerNow() {
 	legacyregistry.MustRegister(
 		metrics.IPTablesRestoreFailuresTotal,
 		metrics.IPTablesPartialRestoreFailuresTotal,
@@ -589,4 +604,103 @@ func runIPTablesSequence(seed int64) (syncs int, err error) {
 func largeNow(o *proxy.Proxier) bool {
 	_, eps := o.Size()
 	return eps > iptables.LargeClusterEndpoints
+}
+
+// benchState is services default/svc-i, one TCP port each, with perSvc
+// ready endpoints in one slice, every third on this node.
+func benchObjects(services, perSvc int) ([]*v1.Service, []*discovery.EndpointSlice) {
+	var svcs []*v1.Service
+	var slices []*discovery.EndpointSlice
+	for i := 0; i < services; i++ {
+		name := fmt.Sprintf("svc-%d", i)
+		svc := &v1.Service{}
+		svc.Namespace, svc.Name = "default", name
+		svc.Spec.Type = v1.ServiceTypeNodePort
+		ip := fmt.Sprintf("10.96.%d.%d", i/250, 1+i%250)
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = ip, []string{ip}
+		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol}
+		svc.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: int32(30000 + i%2000)}}
+		svcs = append(svcs, svc)
+		sl := &discovery.EndpointSlice{AddressType: discovery.AddressTypeIPv4}
+		sl.Namespace, sl.Name = "default", name+"-1"
+		sl.Labels = map[string]string{discovery.LabelServiceName: name}
+		sl.Ports = []discovery.EndpointPort{{Name: ptrTo("http"), Port: ptrTo(int32(8080)), Protocol: ptrTo(v1.ProtocolTCP)}}
+		for j := 0; j < perSvc; j++ {
+			e := discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 1+i/250, i%250, 1+j)}, Conditions: discovery.EndpointConditions{Ready: ptrTo(true)}}
+			if j%3 == 0 {
+				e.NodeName = ptrTo(nodeName)
+			}
+			sl.Endpoints = append(sl.Endpoints, e)
+		}
+		slices = append(slices, sl)
+	}
+	return svcs, slices
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// BenchmarkIPTablesSync is one sync of kube-proxy's iptables proxier and
+// of proxysim's on the same cluster: full (every chain) or partial (one
+// service's endpoints changed), with each side's fake iptables applying
+// the restore, or with the restore discarded (the proxier's own cost).
+func BenchmarkIPTablesSync(b *testing.B) {
+	for _, size := range []struct{ services, perSvc int }{{100, 10}, {1000, 5}} {
+		for _, kind := range []string{"full", "partial"} {
+			for _, dp := range []string{"fake", "discard"} {
+				for _, impl := range []string{"kube-proxy", "proxysim"} {
+					name := fmt.Sprintf("%dx%d/%s/%s/%s", size.services, size.perSvc, kind, dp, impl)
+					b.Run(name, func(b *testing.B) { benchSync(b, size.services, size.perSvc, kind == "full", dp == "discard", impl == "kube-proxy") })
+				}
+			}
+		}
+	}
+}
+
+func benchSync(b *testing.B, services, perSvc int, full, discard, upstream bool) {
+	cfg := iptConfig{family: v1.IPv4Protocol, masqueradeBit: 14, localhostNodePorts: true, randomFully: true, syncPeriod: time.Hour,
+		clusterCIDR: "10.0.0.0/8", nodeIP: "192.168.0.2"}
+	p, err := newIPTPair(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svcs, slices := benchObjects(services, perSvc)
+	for _, s := range svcs {
+		p.k.OnServiceAdd(s)
+		p.o.OnServiceAdd(s)
+	}
+	for _, s := range slices {
+		p.k.OnEndpointSliceAdd(s)
+		_ = p.o.OnEndpointSliceAdd(s)
+	}
+	p.k.OnServiceSynced()
+	p.k.OnEndpointSlicesSynced()
+	_ = p.o.OnServicesSynced()
+	_ = p.o.OnEndpointSlicesSynced()
+	if err := p.compare(); err != nil {
+		b.Fatal(err)
+	}
+	p.kIPT.discard, p.oIPT.discard = discard, discard
+	// Two versions of the first slice, to alternate between.
+	alt := slices[0].DeepCopy()
+	alt.Endpoints[0].Conditions.Ready = ptrTo(false)
+	versions := []*discovery.EndpointSlice{alt, slices[0]}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if upstream {
+			if full {
+				p.k.OnTopologyChange(nil)
+			} else {
+				p.k.OnEndpointSliceUpdate(nil, versions[i%2])
+			}
+			p.k.OnServiceSynced()
+		} else {
+			if full {
+				p.oBack.ForceFullSync()
+			} else {
+				_ = p.o.OnEndpointSliceUpdate(nil, versions[i%2])
+			}
+			_ = p.o.SyncProxyRules()
+		}
+	}
 }

@@ -122,6 +122,7 @@ type Proxier struct {
 	cleaned     bool
 
 	metrics Metrics
+	names   *names
 }
 
 // New builds a proxier over dp on clk (which times full syncs and the
@@ -131,9 +132,14 @@ func New(cfg Config, dp Dataplane, clk clock.PassiveClock, trace func(op, detail
 	if trace == nil {
 		trace = func(string, string, error) {}
 	}
-	return &Proxier{cfg: cfg, dp: dp, clk: clk, trace: trace, needFullSync: true,
+	return &Proxier{cfg: cfg, dp: dp, clk: clk, trace: trace, needFullSync: true, names: newNames(),
 		metrics: Metrics{RulesTotal: map[string]int{}, RulesLast: map[string]int{}, NoLocalEndpoints: map[string]int{}}}
 }
+
+// ForceFullSync makes the next sync full, as kube-proxy's canary monitor
+// (forceSyncProxyRules) and a change of the node's topology labels
+// (OnTopologyChange) do.
+func (p *Proxier) ForceFullSync() { p.needFullSync = true }
 
 // Metrics returns a copy of the proxier's metrics.
 func (p *Proxier) Metrics() Metrics { return p.metrics.clone() }
@@ -185,7 +191,7 @@ func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
 			}
 		}
 	}
-	pl := plan{full: full, large: LargeCluster(st)}
+	pl := plan{full: full, large: LargeCluster(st), names: p.names}
 	p.large = pl.large
 	if !full {
 		pl.changed = map[types.NamespacedName]bool{}

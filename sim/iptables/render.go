@@ -113,7 +113,35 @@ func (l *lines) add(words ...string) {
 }
 
 // chain writes a chain line: it creates the chain, or flushes it.
-func (l *lines) chain(name string) { l.add(":" + name + " - [0:0]") }
+func (l *lines) chain(name string) {
+	l.n++
+	if l.discard {
+		return
+	}
+	l.b = append(l.b, ':')
+	l.b = append(l.b, name...)
+	l.b = append(l.b, " - [0:0]\n"...)
+}
+
+// rule writes "-A chain", the comment match unless comment is empty, then
+// the rest of the words.
+func (l *lines) rule(chain, comment string, words ...string) {
+	l.n++
+	if l.discard {
+		return
+	}
+	l.b = append(l.b, "-A "...)
+	l.b = append(l.b, chain...)
+	if comment != "" {
+		l.b = append(l.b, " -m comment --comment "...)
+		l.b = append(l.b, comment...)
+	}
+	for _, w := range words {
+		l.b = append(l.b, ' ')
+		l.b = append(l.b, w...)
+	}
+	l.b = append(l.b, '\n')
+}
 
 // payload accumulates a restore the way kube-proxy's syncProxyRules does:
 // chain lines and rules of each table apart, concatenated at the end.
@@ -127,17 +155,19 @@ type payload struct {
 	large bool
 	// active are the per-service nat chains this sync keeps.
 	active map[string]bool
+	names  *names
 	// noLocalInternal and noLocalExternal count service ports whose Local
 	// policy finds endpoints elsewhere but none on this node.
 	noLocalInternal, noLocalExternal int
 }
 
-// comment appends a service comment to words unless in large-cluster mode.
-func (p *payload) comment(words []string, text string) []string {
+// comment is a per-service or per-endpoint rule's comment, none in
+// large-cluster mode.
+func (p *payload) comment(text string) string {
 	if p.large {
-		return words
+		return ""
 	}
-	return append(words, "-m", "comment", "--comment", text)
+	return text
 }
 
 func quote(s string) string { return `"` + s + `"` }
@@ -153,6 +183,8 @@ type plan struct {
 	existingNAT []string
 	cleanup     bool
 	large       bool
+	// names is the proxier's cache; nil for a throwaway one.
+	names *names
 }
 
 // rendered is a restore payload and the counts kube-proxy's metrics take
@@ -181,7 +213,18 @@ func Render(cfg Config, st *proxy.SyncState, existingNAT []string) string {
 // the merged reachable endpoints), this takes names in order so that the
 // payload is deterministic; the restore's effect is the same.
 func render(cfg Config, st *proxy.SyncState, pl plan) rendered {
-	p := &payload{large: pl.large, active: map[string]bool{}}
+	if pl.names == nil {
+		pl.names = newNames()
+	}
+	pl.names.gen++
+	defer pl.names.sweep()
+	p := &payload{large: pl.large, active: make(map[string]bool, len(pl.names.seps)+len(pl.names.ports)), names: pl.names}
+	// The line buffers of the last sync are reused, as kube-proxy's are.
+	bufs := &pl.names.bufs
+	p.filterChains.b, p.filterRules.b, p.natChains.b, p.natRules.b = bufs[0][:0], bufs[1][:0], bufs[2][:0], bufs[3][:0]
+	defer func() {
+		bufs[0], bufs[1], bufs[2], bufs[3] = p.filterChains.b, p.filterRules.b, p.natChains.b, p.natRules.b
+	}()
 	p.skipChains.discard, p.skipRules.discard = true, true
 	mark := cfg.mark()
 	for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
@@ -299,11 +342,8 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 	sel := proxy.SelectEndpoints(sp, st.Endpoints[n], st.NodeName, st.Zone)
 	hasEndpoints := sel.HasAnyEndpoints
 
-	key := portKey(n)
-	svc := PrefixSVC + hash16(key)
-	svl := PrefixSVL + hash16(key)
-	ext := PrefixEXT + hash16(key)
-	fw := PrefixFW + hash16(key)
+	pn := p.names.port(n)
+	svc, svl, ext, fw := pn.svc, pn.svl, pn.ext, pn.fw
 	usesCluster := len(sel.Cluster) > 0 && sp.UsesClusterEndpoints()
 	usesLocal := len(sel.Local) > 0 && sp.UsesLocalEndpoints()
 
@@ -401,13 +441,11 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 	}
 
 	if hasInternal {
-		args := []string{"-A", internalChain, "-m", "comment", "--comment", quote(name + " cluster IP"),
-			"-m", proto, "-p", proto, "-d", clusterIP, "--dport", port}
 		switch {
 		case cfg.MasqueradeAll:
-			natRules.add(append(args, "-j", ChainMarkMasq)...)
+			natRules.rule(internalChain, quote(name+" cluster IP"), "-m", proto, "-p", proto, "-d", clusterIP, "--dport", port, "-j", ChainMarkMasq)
 		case cfg.ClusterCIDR != "":
-			natRules.add(append(args, "!", "-s", cfg.ClusterCIDR, "-j", ChainMarkMasq)...)
+			natRules.rule(internalChain, quote(name+" cluster IP"), "-m", proto, "-p", proto, "-d", clusterIP, "--dport", port, "!", "-s", cfg.ClusterCIDR, "-j", ChainMarkMasq)
 		}
 	}
 	if usesExt {
@@ -454,12 +492,12 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 	if usesCluster {
 		natChains.chain(svc)
 		p.active[svc] = true
-		writeEndpointRules(p, natRules, n, sp, svc, sel.Cluster)
+		writeEndpointRules(p, natRules, pn, n, sp, svc, sel.Cluster)
 	}
 	if usesLocal {
 		natChains.chain(svl)
 		p.active[svl] = true
-		writeEndpointRules(p, natRules, n, sp, svl, sel.Local)
+		writeEndpointRules(p, natRules, pn, n, sp, svl, sel.Local)
 	}
 	// The endpoint chains: those of the cluster set, then the local ones
 	// not already written (kube-proxy's allLocallyReachableEndpoints; the
@@ -484,17 +522,17 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 			}
 		}
 	}
+	comment := p.comment(name)
 	for _, e := range reachable {
-		ep := e.String()
-		sep := PrefixSEP + hash16(key+ep)
-		natChains.chain(sep)
-		p.active[sep] = true
-		args := p.comment([]string{"-A", sep}, name)
-		natRules.add(append(args, "-s", e.IP, "-j", ChainMarkMasq)...)
+		en := p.names.endpoint(pn, n, e)
+		natChains.chain(en.chain)
+		p.active[en.chain] = true
+		natRules.rule(en.chain, comment, "-s", e.IP, "-j", ChainMarkMasq)
 		if sp.SessionAffinityClientIP {
-			args = append(args, "-m", "recent", "--name", sep, "--set")
+			natRules.rule(en.chain, comment, "-m", "recent", "--name", en.chain, "--set", "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", en.ep)
+		} else {
+			natRules.rule(en.chain, comment, "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", en.ep)
 		}
-		natRules.add(append(args, "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", ep)...)
 	}
 }
 
@@ -502,9 +540,7 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 // one rule per endpoint where endpoint i of n is taken with probability
 // 1/(n-i) of what reaches it and the last one unconditionally, so each gets
 // 1/n (kube-proxy's writeServiceToEndpointRules).
-func writeEndpointRules(p *payload, out *lines, n proxy.ServicePortName, sp *proxy.ServicePort, chain string, eps []*proxy.Endpoint) {
-	name := n.String()
-	key := portKey(n)
+func writeEndpointRules(p *payload, out *lines, pn *portNames, n proxy.ServicePortName, sp *proxy.ServicePort, chain string, eps []*proxy.Endpoint) {
 	if sp.SessionAffinityClientIP {
 		timeout := sp.StickyMaxAgeSeconds
 		if timeout == 0 {
@@ -512,16 +548,108 @@ func writeEndpointRules(p *payload, out *lines, n proxy.ServicePortName, sp *pro
 		}
 		secs := strconv.Itoa(int(timeout))
 		for _, e := range eps {
-			sep := PrefixSEP + hash16(key+e.String())
-			args := p.comment([]string{"-A", chain}, quote(name+" -> "+e.String()))
-			out.add(append(args, "-m", "recent", "--name", sep, "--rcheck", "--seconds", secs, "--reap", "-j", sep)...)
+			en := p.names.endpoint(pn, n, e)
+			out.rule(chain, p.comment(en.arrow), "-m", "recent", "--name", en.chain, "--rcheck", "--seconds", secs, "--reap", "-j", en.chain)
 		}
 	}
 	for i, e := range eps {
-		args := p.comment([]string{"-A", chain}, quote(name+" -> "+e.String()))
+		en := p.names.endpoint(pn, n, e)
 		if i < len(eps)-1 {
-			args = append(args, "-m", "statistic", "--mode", "random", "--probability", Probability(len(eps)-i))
+			out.rule(chain, p.comment(en.arrow), "-m", "statistic", "--mode", "random", "--probability", p.names.probability(len(eps)-i), "-j", en.chain)
+		} else {
+			out.rule(chain, p.comment(en.arrow), "-j", en.chain)
 		}
-		out.add(append(args, "-j", PrefixSEP+hash16(key+e.String()))...)
+	}
+}
+
+// names caches what kube-proxy caches in its service and endpoint infos:
+// chain names (a SHA-256 each) and the texts built from them, kept across
+// syncs; and the probability texts, as its precomputedProbabilities.
+type names struct {
+	gen   int
+	ports map[proxy.ServicePortName]*portNames
+	seps  map[sepKey]*sepNames
+	probs []string
+	bufs  [4][]byte
+}
+
+type portNames struct {
+	gen                    int
+	key, svc, svl, ext, fw string
+}
+
+type sepKey struct {
+	port proxy.ServicePortName
+	ip   string
+	num  int32
+}
+
+type sepNames struct {
+	gen int
+	// ep is "ip:port", chain its KUBE-SEP chain, arrow the comment of the
+	// service chain's rules for it.
+	ep, chain, arrow string
+}
+
+func newNames() *names {
+	return &names{ports: map[proxy.ServicePortName]*portNames{}, seps: map[sepKey]*sepNames{}}
+}
+
+func (c *names) port(n proxy.ServicePortName) *portNames {
+	pn := c.ports[n]
+	if pn == nil {
+		h := hash16(portKey(n))
+		pn = &portNames{key: portKey(n), svc: PrefixSVC + h, svl: PrefixSVL + h, ext: PrefixEXT + h, fw: PrefixFW + h}
+		c.ports[n] = pn
+	}
+	pn.gen = c.gen
+	return pn
+}
+
+func (c *names) endpoint(pn *portNames, n proxy.ServicePortName, e *proxy.Endpoint) *sepNames {
+	k := sepKey{n, e.IP, e.Port}
+	en := c.seps[k]
+	if en == nil {
+		ep := e.String()
+		en = &sepNames{ep: ep, chain: PrefixSEP + hash16(pn.key+ep), arrow: quote(n.String() + " -> " + ep)}
+		c.seps[k] = en
+	}
+	en.gen = c.gen
+	return en
+}
+
+func (c *names) probability(n int) string {
+	for len(c.probs) <= n {
+		c.probs = append(c.probs, Probability(max(len(c.probs), 1)))
+	}
+	return c.probs[n]
+}
+
+// sweep forgets what the last render did not use, once the cache holds
+// more than twice that.
+func (c *names) sweep() {
+	used := 0
+	for _, pn := range c.ports {
+		if pn.gen == c.gen {
+			used++
+		}
+	}
+	for _, en := range c.seps {
+		if en.gen == c.gen {
+			used++
+		}
+	}
+	if len(c.ports)+len(c.seps) <= 2*used+64 {
+		return
+	}
+	for k, pn := range c.ports {
+		if pn.gen != c.gen {
+			delete(c.ports, k)
+		}
+	}
+	for k, en := range c.seps {
+		if en.gen != c.gen {
+			delete(c.seps, k)
+		}
 	}
 }

@@ -403,11 +403,15 @@ func (rs Ruleset) Save(table string) string {
 	var b strings.Builder
 	b.WriteString("*" + table + "\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, ":%s %s [0:0]\n", n, t[n].Policy)
+		b.WriteString(":" + n + " " + t[n].Policy + " [0:0]\n")
 	}
 	for _, n := range names {
 		for _, r := range t[n].Rules {
-			fmt.Fprintf(&b, "-A %s %s\n", n, r.Text)
+			b.WriteString("-A ")
+			b.WriteString(n)
+			b.WriteByte(' ')
+			b.WriteString(r.Text)
+			b.WriteByte('\n')
 		}
 	}
 	b.WriteString("COMMIT\n")
