@@ -306,7 +306,7 @@ func (p *iptPair) compare() error {
 // kMetrics are the iptables metrics of one family, read from upstream's
 // registry, or proxysim's in the same shape.
 type kMetrics struct {
-	restoreFailures, partialRestoreFailures float64
+	restoreFailures, partialRestoreFailures    float64
 	filterTotal, filterLast, natTotal, natLast float64
 	noLocalInternal, noLocalExternal           float64
 	fullSyncs, partialSyncs                    uint64
@@ -649,7 +649,9 @@ func BenchmarkIPTablesSync(b *testing.B) {
 			for _, dp := range []string{"fake", "discard"} {
 				for _, impl := range []string{"kube-proxy", "proxysim"} {
 					name := fmt.Sprintf("%dx%d/%s/%s/%s", size.services, size.perSvc, kind, dp, impl)
-					b.Run(name, func(b *testing.B) { benchSync(b, size.services, size.perSvc, kind == "full", dp == "discard", impl == "kube-proxy") })
+					b.Run(name, func(b *testing.B) {
+						benchSync(b, size.services, size.perSvc, kind == "full", dp == "discard", impl == "kube-proxy")
+					})
 				}
 			}
 		}
