@@ -64,10 +64,12 @@ vm-kill-test:
 e2e-netns:
 	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=kernel -ginkgo.v
 
-## upstream: the trackers side by side with kube-proxy's own (a separate module)
+## upstream: the trackers and the iptables proxier side by side with
+## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES
 upstream:
-	cd e2e/upstream && $(GO) test -count=1 ./... -args -sequences $(SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -v ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES)
 
 SEQUENCES ?= 10000
+IPT_SEQUENCES ?= $(SEQUENCES)
 
 ci: vet test race fuzz upstream
