@@ -187,7 +187,10 @@ func (g *gen) service(key string) *v1.Service {
 	if g.chance(50) {
 		s.Spec.HealthCheckNodePort = int32(32000 + g.pick(3))
 	}
-	if g.iptables && s.Spec.Type == v1.ServiceTypeLoadBalancer && g.chance(50) {
+	if g.iptables && s.Spec.Type == v1.ServiceTypeLoadBalancer && g.chance(80) {
+		// An ingress of each family, so that the ranges have a VIP to guard.
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress,
+			v1.LoadBalancerIngress{IP: g.v4(101, g.pick(3))}, v1.LoadBalancerIngress{IP: g.v6(101, g.pick(3))})
 		ranges := []string{"10.101.0.0/16", " 192.168.0.0/24 ", "203.0.113.7/32", "0.0.0.0/0", "fd00:101::/64", "fd00:102::/48", "bogus", "010.101.000.000/16"}
 		for i := 1 + g.pick(3); i > 0; i-- {
 			s.Spec.LoadBalancerSourceRanges = append(s.Spec.LoadBalancerSourceRanges, ranges[g.pick(len(ranges))])
