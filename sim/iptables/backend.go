@@ -155,7 +155,11 @@ func Backend(cfg Config, dp Dataplane) func(*sim.World) (proxy.Backend, error) {
 // Sync is one sync, full or partial as kube-proxy decides it. A failed
 // sync makes the next one full: the change trackers are already drained.
 func (p *Proxier) Sync(st *proxy.SyncState) error {
-	full := p.needFullSync || (p.clk.Since(p.lastFullSync) > FullSyncPeriod && !p.large)
+	// kube-proxy asks for more than FullSyncPeriod since the last full
+	// sync; its runner's periodic run comes FullSyncPeriod after that
+	// sync completed, which in real time is always a little more. In
+	// virtual time it is exactly that, hence at least.
+	full := p.needFullSync || (p.clk.Since(p.lastFullSync) >= FullSyncPeriod && !p.large)
 	if full {
 		p.metrics.FullSyncs++
 	} else {

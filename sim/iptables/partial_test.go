@@ -90,7 +90,7 @@ func TestFailedRestoreCountsAndForcesAFullSync(t *testing.T) {
 	dp := iptables.WithFaults(raw)
 	p := iptables.New(iptables.Config{}, dp, epoch(), nil)
 	for i, c := range []struct {
-		fail                                bool
+		fail                                 bool
 		full, partial, failures, partialFail int
 	}{
 		{false, 1, 0, 0, 0}, // start: full

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -149,5 +150,47 @@ func TestARefusedRestoreFailsTheSyncAndChangesNothing(t *testing.T) {
 	}
 	if sh := route(t, dp, pod); sh.String() != "{10.244.0.1:8080: 1/2, 10.244.0.2:8080: 1/2}" {
 		t.Errorf("after the refused restore: %v", sh)
+	}
+}
+
+// With a history, ClientIP affinity keeps a client on the endpoint of its
+// first connection for the affinity timeout; other clients still spread,
+// and after the timeout the client spreads again.
+func TestAffinityKeepsAClientOnItsEndpoint(t *testing.T) {
+	dp := synced(t, state(3, func(sp *proxy.ServicePort) {
+		sp.SessionAffinityClientIP = true
+		sp.StickyMaxAgeSeconds = 60
+	}))
+	start := epoch().Now()
+	h := iptables.History{Recent: iptables.Recent{}, Now: start}
+	pkt := iptables.Packet{Src: pod, Dst: vip, DPort: 80, Protocol: "tcp"}
+	first, sets, err := iptables.RouteWith(dp.Ruleset(), []net.IP{node}, pkt, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 3 {
+		t.Fatalf("first connection: %v, want three endpoints", first)
+	}
+	ep := "10.244.0.2:8080"
+	sep := iptables.EndpointChain(web, ep)
+	if got := sets[ep]; len(got) != 1 || got[0] != sep {
+		t.Fatalf("a connection to %s sets %v, want [%s]", ep, got, sep)
+	}
+	h.Remember(pod, sets[ep])
+	for _, c := range []struct {
+		after time.Duration
+		want  string
+	}{{0, "{10.244.0.2:8080: 1}"}, {59 * time.Second, "{10.244.0.2:8080: 1}"}, {60 * time.Second, first.String()}} {
+		h.Now = start.Add(c.after)
+		got, _, err := iptables.RouteWith(dp.Ruleset(), []net.IP{node}, pkt, h)
+		if err != nil || got.String() != c.want {
+			t.Errorf("%v after the first connection: %v %v, want %s", c.after, got, err, c.want)
+		}
+	}
+	h.Now = start
+	other := pkt
+	other.Src = net.ParseIP("10.244.9.10")
+	if got, _, _ := iptables.RouteWith(dp.Ruleset(), []net.IP{node}, other, h); got.String() != first.String() {
+		t.Errorf("another client: %v, want the spread %v", got, first)
 	}
 }
