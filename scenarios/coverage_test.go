@@ -19,6 +19,8 @@ var scenarioFeatures = []string{
 	"connections.result", "connections.server", "connections.state",
 	"connections.latencyAtLeast", "connections.latencyAtMost",
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
+	// the iptables mode's
+	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -66,7 +68,7 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close":
+			case "apply", "update", "delete", "churn", "connect", "close", "connection":
 				used[k] = true
 			case "restart":
 				used[k] = get(st, k).Value == "true"
