@@ -3,12 +3,13 @@
 // iptables of fakes/. Its proxy settings (nodeIPs, clusterCIDR,
 // masqueradeAll), its golden (`iptables:` / `iptablesFile:`, iptables-save
 // text), its `route` expectation (where a new connection goes, with what
-// exact share), and its fault (`restoreFailures`). Importing it registers
-// the mode.
+// exact share, given the clients' earlier connections), its
+// `iptablesMetrics` expectation, its `connection` step (a client's
+// connection went to an endpoint: affinity history), and its fault
+// (`restoreFailures`). Importing it registers the mode.
 //
-// Every sync is a full sync and a failed restore fails the sync: that is
-// kube-proxy's iptables proxier, so proxy.syncFailsOnError changes nothing
-// here. It must not import netns.
+// A failed restore fails the sync: that is kube-proxy's iptables proxier,
+// so proxy.syncFailsOnError changes nothing here. It must not import netns.
 package iptablesmode
 
 import (
