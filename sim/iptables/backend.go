@@ -239,7 +239,9 @@ func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
 // chainsOf lists the chains declared in iptables-save text.
 func chainsOf(save string) []string {
 	var out []string
-	for _, l := range strings.Split(save, "\n") {
+	for rest := save; rest != ""; {
+		var l string
+		l, rest, _ = strings.Cut(rest, "\n")
 		if strings.HasPrefix(l, ":") {
 			name, _, _ := strings.Cut(l[1:], " ")
 			out = append(out, name)

@@ -400,10 +400,22 @@ func (rs Ruleset) Save(table string) string {
 	}
 	sort.Strings(user)
 	names = append(append(names, BuiltinChains[table]...), user...)
+	size := len(table) + 16
+	for _, n := range names {
+		size += 2*len(n) + 16
+		for _, r := range t[n].Rules {
+			size += len(n) + len(r.Text) + 5
+		}
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteString("*" + table + "\n")
 	for _, n := range names {
-		b.WriteString(":" + n + " " + t[n].Policy + " [0:0]\n")
+		b.WriteString(":")
+		b.WriteString(n)
+		b.WriteByte(' ')
+		b.WriteString(t[n].Policy)
+		b.WriteString(" [0:0]\n")
 	}
 	for _, n := range names {
 		for _, r := range t[n].Rules {
