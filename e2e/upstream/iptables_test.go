@@ -390,7 +390,8 @@ var sharedChains = map[string]bool{
 //     modelled);
 //  2. rules are grouped by chain, keeping their order within the chain
 //     (the order of lines of different chains in a payload has no effect),
-//     and chains are listed by name, "-X" deletions last;
+//     and chains are listed by name, "-X" deletions last and sorted
+//     (kube-proxy finds stale chains by a set difference);
 //  3. in the chains shared by all service ports (sharedChains), each
 //     service port's rules move as a block, blocks sorted by the service
 //     port name in their comment, the rules of one block in their order
