@@ -72,11 +72,13 @@ e2e-host:
 	bash netns/hostdeps.sh
 	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
 
-## upstream: the trackers side by side with kube-proxy's own (a separate module)
+## upstream: the trackers and the iptables proxier side by side with
+## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES
 upstream:
-	cd e2e/upstream && $(GO) test -count=1 ./... -args -sequences $(SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -v ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES)
 
 SEQUENCES ?= 10000
+IPT_SEQUENCES ?= $(SEQUENCES)
 
 ## upstream-nftables: kube-proxy v1.36's nftables proxier side by side with proxysim's, each on a
 ## knftables.Fake (kube-proxy's is constructed in a user+network namespace: needs nft and unshare)

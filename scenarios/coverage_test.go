@@ -29,6 +29,8 @@ var scenarioFeatures = []string{
 	// the operator's vocabulary (IPVS mode)
 	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
 	"sends", "timeouts", "connExpiry", "arp",
+	// the iptables mode's
+	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -82,7 +84,7 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn", "run", "retryAfter", "stop":
+			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn", "run", "retryAfter", "stop", "connection":
 				used[k] = true
 			case "syncCost":
 				used["syncCost.step"] = true

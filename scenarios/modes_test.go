@@ -1,7 +1,7 @@
 package scenarios_test
 
-// The IPVS mode registers itself when imported; importing it from this
-// external test file registers it for every test of the package, the
+// The IPVS and iptables modes register themselves when imported; importing them from this
+// external test file registers them for every test of the package, the
 // internal ones included (they share one test binary).
 import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the library's churn-iptables

@@ -289,6 +289,11 @@ func (r *replayer) act(i int, st *Step) error {
 			return fmt.Errorf("%s: %w", run.where(), err)
 		}
 	}
+	// An action may find that what it was told happened cannot have (a
+	// connection to an endpoint no rule reaches): a failed check.
+	if len(run.fails) > 0 {
+		r.fail(run.fails)
+	}
 	return nil
 }
 

@@ -22,9 +22,11 @@ type Kernel interface {
 	// want (iptables-save text), by meaning: the kernel prints rules back
 	// in its own spelling.
 	Verify(want string) error
-	// CheckRoute sends real connections as pkt describes and reports an
-	// error when where they went disagrees with the predicted shares.
-	CheckRoute(pkt iptables.Packet, predicted iptables.Shares) error
+	// CheckRouteWith sends real connections as pkt describes, each
+	// starting from the recent lists given (list name -> sources), and
+	// reports an error when where they went disagrees with the predicted
+	// shares.
+	CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) error
 	Close() error
 }
 
@@ -38,7 +40,7 @@ type Kernel interface {
 // connections on the kernel. The caller wires open to netns, which knows
 // nothing of scenarios.
 func OnKernel(open func(nodeIPs []string) (Kernel, error)) scenarios.DataplaneFactory {
-	return func(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+	return func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 		set, ok := s.Proxy.Settings.(*Settings)
 		if !ok {
 			return nil, fmt.Errorf("%s: an iptables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
@@ -53,7 +55,7 @@ func OnKernel(open func(nodeIPs []string) (Kernel, error)) scenarios.DataplaneFa
 			cfg:    iptables.Config{ClusterCIDR: set.ClusterCIDR, MasqueradeAll: set.MasqueradeAll, SyncPeriod: syncPeriodOf(s.Proxy)},
 			raw:    mirror,
 			faults: iptables.WithFaults(&inStep{kernel: k, mirror: mirror}), nodeIPs: set.nodeIPs,
-			kernel: k,
+			kernel: k, clk: clk, recent: iptables.Recent{},
 		}, nil
 	}
 }
@@ -109,19 +111,23 @@ func (d *Dataplane) kernelSnapshot() (string, error) {
 }
 
 // kernelRoute traces pkt through the copy's rules, once the kernel is
-// shown to hold them, and checks the shares against real connections.
-func (d *Dataplane) kernelRoute(pkt iptables.Packet) (iptables.Shares, error) {
+// shown to hold them, and checks the shares against real connections,
+// each starting from the part of the clients' history still live (real
+// time does not follow the virtual clock, so the kernel is handed the
+// lists the tracer judged fresh, not asked to judge their age).
+func (d *Dataplane) kernelRoute(pkt iptables.Packet) (iptables.Shares, map[string][]string, error) {
 	if err := d.kernel.Verify(d.raw.SaveAll()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	shares, err := iptables.Route(d.raw.Ruleset(), d.nodeIPs, pkt)
+	h := d.history()
+	shares, sets, err := iptables.RouteWith(d.raw.Ruleset(), d.nodeIPs, pkt, h)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := d.kernel.CheckRoute(pkt, shares); err != nil {
-		return nil, fmt.Errorf("the tracer says %s, the kernel disagrees: %w", shares, err)
+	if err := d.kernel.CheckRouteWith(pkt, shares, h.Live(d.raw.Ruleset())); err != nil {
+		return nil, nil, fmt.Errorf("the tracer says %s, the kernel disagrees: %w", shares, err)
 	}
-	return shares, nil
+	return shares, sets, nil
 }
 
 // HasRoute reports whether a scenario has a route expectation: what a run

@@ -45,7 +45,7 @@ func (k *kernel) Verify(want string) error {
 	return nil
 }
 
-func (k *kernel) CheckRoute(_ iptables.Packet, predicted iptables.Shares) error {
+func (k *kernel) CheckRouteWith(_ iptables.Packet, predicted iptables.Shares, _ map[string][]string) error {
 	k.routes = append(k.routes, predicted)
 	return k.routeErr
 }
