@@ -41,3 +41,6 @@ func (Mode) FromKubeProxyConfig(c *scenarios.KubeProxyConfig, p *scenarios.Proxy
 		scenarios.Set(c, "clusterCIDR", &set.ClusterCIDR, v4, "clusterCIDR")
 	}
 }
+
+// SnapshotKey is the golden a scenario from `proxysim import` fills in.
+func (Mode) SnapshotKey() string { return "iptables" }

@@ -64,3 +64,6 @@ func nodePortIPs(nodeIPs, cidrs []string) []string {
 	}
 	return out
 }
+
+// SnapshotKey is the golden a scenario from `proxysim import` fills in.
+func (Mode) SnapshotKey() string { return "ipvs" }
