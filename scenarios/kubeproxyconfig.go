@@ -105,15 +105,15 @@ func (c *KubeProxyConfig) SyncPeriods(p *Proxy, section string, sync, minSync me
 	c.SetDuration("minSyncPeriod", &p.MinSyncPeriod, minSync, section+".minSyncPeriod")
 }
 
-// Errorf reports a problem with a field of the file, at its place there.
+// Errorf reports a problem with a field's value, at its place in the file.
 func (c *KubeProxyConfig) Errorf(field, format string, args ...any) {
-	n := findPath(c.root, field)
+	n := valueAt(c.root, field)
 	c.d.problems = append(c.d.problems, Problem{File: c.File, Line: n.Line, Column: n.Column, Path: field, Msg: fmt.Sprintf(format, args...)})
 }
 
-// Warnf notes something about a field of the file that is not an error.
+// Warnf notes something about a field's value that is not an error.
 func (c *KubeProxyConfig) Warnf(field, format string, args ...any) {
-	n := findPath(c.root, field)
+	n := valueAt(c.root, field)
 	c.d.skipped = append(c.d.skipped, Problem{File: c.File, Line: n.Line, Column: n.Column, Path: field, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -146,7 +146,7 @@ func readKubeProxyConfig(d *decoder, s *Scenario, proxy, ref *yaml.Node) *KubePr
 	}
 	c.root = root
 	if gv := valueOf(root, "apiVersion"); gv != kpv1alpha1.SchemeGroupVersion.String() {
-		return fail(findPath(root, "apiVersion"), "apiVersion", "want %s, got %q", kpv1alpha1.SchemeGroupVersion, gv)
+		return fail(valueAt(root, "apiVersion"), "apiVersion", "want %s, got %q", kpv1alpha1.SchemeGroupVersion, gv)
 	}
 	var buf bytes.Buffer
 	count := 0
@@ -163,7 +163,7 @@ func readKubeProxyConfig(d *decoder, s *Scenario, proxy, ref *yaml.Node) *KubePr
 	}
 	if err != nil {
 		field := fieldOfDecodeError(root, err)
-		fail(findPath(root, field), field, "%s", decodeMessage(err))
+		fail(valueAt(root, field), field, "%s", decodeMessage(err))
 	}
 	if len(strictErrs) > 0 || err != nil {
 		return nil
@@ -321,6 +321,17 @@ func leafPaths(n *yaml.Node, prefix string) []string {
 		out = append(out, leafPaths(n.Content[i+1], join(prefix, n.Content[i].Value))...)
 	}
 	return out
+}
+
+// valueAt is the value node at a field path (such as
+// nodePortAddresses[1]), or the deepest node reached.
+func valueAt(root *yaml.Node, field string) *yaml.Node {
+	if field == "" {
+		return root
+	}
+	// findPath stops at a plain last segment's key; one more, empty,
+	// segment takes it to the value.
+	return findPath(root, field+".")
 }
 
 // findPathValue is the value node at a dotted path (no indices).
