@@ -34,7 +34,7 @@ type ImportOptions struct {
 type Imported struct {
 	Scenario *Scenario // as loaded after its goldens were filled in
 	Result   *Result   // its replay
-	Copied   []string  // input files copied next to the scenario
+	Copied   []string  // input files copied next to the scenario, as "SRC to DST"
 	Warnings Problems
 }
 
@@ -43,16 +43,30 @@ type Imported struct {
 // and zone, the dump as its objects, and a timeline of one step whose
 // golden a first replay fills in (as --update does), with an example step
 // in a comment. The scenario then loads and replays green.
-func Import(o ImportOptions) (*Imported, error) {
+func Import(o ImportOptions) (imp *Imported, err error) {
 	outDir := filepath.Dir(o.Output)
-	var copied []string
+	var copied, made []string
+	// Nothing half-done: what this call copied or wrote goes on failure.
+	defer func() {
+		if err != nil {
+			for _, f := range made {
+				_ = os.Remove(f)
+			}
+		}
+	}()
 	cluster, c1, err := placeBeside(o.Cluster, outDir)
 	if err != nil {
 		return nil, err
 	}
+	if len(c1) > 0 {
+		made = append(made, filepath.Join(outDir, cluster))
+	}
 	config, c2, err := placeBeside(o.Config, outDir)
 	if err != nil {
 		return nil, err
+	}
+	if len(c2) > 0 {
+		made = append(made, filepath.Join(outDir, config))
 	}
 	copied = append(append(copied, c1...), c2...)
 
@@ -72,6 +86,7 @@ func Import(o ImportOptions) (*Imported, error) {
 	if err := os.WriteFile(o.Output, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
+	made = append(made, o.Output)
 	// The first replay fills the golden in; the second must pass.
 	first, err := LoadWith(o.Output, LoadOptions{Strict: o.Strict})
 	if err != nil {
@@ -122,7 +137,7 @@ func placeBeside(file, dir string) (rel string, copied []string, err error) {
 	if err := out.Close(); err != nil {
 		return "", nil, err
 	}
-	return filepath.Base(file), []string{dst}, nil
+	return filepath.Base(file), []string{file + " to " + dst}, nil
 }
 
 func findNode(objs []Object, name string) (*v1.Node, []string) {

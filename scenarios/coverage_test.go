@@ -29,6 +29,8 @@ var scenarioFeatures = []string{
 	// the operator's vocabulary (IPVS mode)
 	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
 	"sends", "timeouts", "connExpiry", "arp",
+	// proxy.config: a kube-proxy configuration file
+	"config",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -70,7 +72,7 @@ func featuresOf(s *Scenario) map[string]bool {
 	if c := get(proxy, "syncCost"); c != nil && c.Kind == yaml.SequenceNode {
 		used["syncCost.list"] = true
 	}
-	for _, k := range []string{"configSyncPeriod", "retryInterval", "burstRuns"} {
+	for _, k := range []string{"configSyncPeriod", "retryInterval", "burstRuns", "config"} {
 		if get(proxy, k) != nil {
 			used[k] = true
 		}

@@ -32,7 +32,7 @@ scenario when they are elsewhere. The scenario replays green; add steps.`,
 			}
 			printWarnings(stderr, imp.Warnings)
 			for _, c := range imp.Copied {
-				fmt.Fprintf(stderr, "copied %s beside the scenario\n", c)
+				fmt.Fprintf(stderr, "copied %s (a scenario reads only files in its folder)\n", c)
 			}
 			s := imp.Scenario
 			fmt.Fprintf(stdout, "wrote %s: node %s, mode %s, kube-proxy %s, %d objects\n", o.Output, s.Proxy.NodeName, s.Proxy.Mode, s.Proxy.Version, len(s.Initial))
