@@ -83,10 +83,12 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 	}
 	m, _ := LookupMode(s.Proxy.Mode)
 	text := skeleton(o, s, m, node, cluster, config)
+	if _, err := os.Stat(o.Output); err != nil {
+		made = append(made, o.Output) // a scenario there before is the user's
+	}
 	if err := os.WriteFile(o.Output, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
-	made = append(made, o.Output)
 	// The first replay fills the golden in; the second must pass.
 	first, err := LoadWith(o.Output, LoadOptions{Strict: o.Strict})
 	if err != nil {
