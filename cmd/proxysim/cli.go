@@ -108,7 +108,7 @@ or memory budget, 4 an internal error of proxysim.`,
 				if _, err := ld.loadAll(args); err != nil {
 					return err
 				}
-				return replayInVM(cmd.Context(), args, update, verbose, stdout)
+				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, stdout)
 			}
 			factory, list, err := ld.prepare(dataplane, args)
 			if err != nil {
@@ -260,7 +260,7 @@ const traceTail = 256
 // replayInVM runs this very binary inside the VM as `replay --dataplane
 // netns`; bundled scenarios travel inside the binary, files with their whole
 // folder (for the manifests they name).
-func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout io.Writer) error {
+func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, stdout io.Writer) error {
 	if update {
 		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
 	}
@@ -271,6 +271,9 @@ func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout
 	inner := []string{"replay", "--dataplane", "netns"}
 	if verbose {
 		inner = append(inner, "-v")
+	}
+	if strict {
+		inner = append(inner, "--strict")
 	}
 	var files vm.Files
 	for _, a := range args {
