@@ -265,8 +265,10 @@ func TestDumpShapesAndStrict(t *testing.T) {
 		"list.yaml":     "apiVersion: v1\nitems:\n" + indent(svc("a", "10.96.0.1"), "") + indent(deploy, "") + "kind: List\nmetadata:\n  resourceVersion: \"\"\n",
 		"list2.yaml":    "apiVersion: v1\nkind: List\nitems:\n" + indent(svc("b", "10.96.0.2"), "  "),
 		"docs.yaml":     svc("c", "10.96.0.3") + "---\n" + deploy + "---\n" + svc("d", "10.96.0.4"),
+		// A dash on a line of its own: not what kubectl prints; read the general way.
+		"list3.yaml": "apiVersion: v1\nkind: List\nitems:\n-\n  " + strings.TrimPrefix(indent(svc("f", "10.96.0.6"), ""), "- ") + "- " + strings.ReplaceAll(strings.TrimSuffix(deploy, "\n"), "\n", "\n  ") + "\n",
 		"values.json":   `{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "e"}, "spec": {"clusterIP": "10.96.0.5", "ports": [{"port": 80}]}}` + "\n" + `{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "e"}}, {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}]}` + "\n",
-		"scenario.yaml": "name: s\nproxy: {version: v1.34.0}\nobjects:\n  - file: list.yaml\n  - file: list2.yaml\n  - file: docs.yaml\n  - file: values.json\ntimeline: [{at: 1s, expect: {syncs: {count: 1}}}]\n",
+		"scenario.yaml": "name: s\nproxy: {version: v1.34.0}\nobjects:\n  - file: list.yaml\n  - file: list2.yaml\n  - file: docs.yaml\n  - file: values.json\n  - file: list3.yaml\ntimeline: [{at: 1s, expect: {syncs: {count: 1}}}]\n",
 	})
 	file := filepath.Join(dir, "scenario.yaml")
 	s, err := scenarios.Load(file)
@@ -277,7 +279,7 @@ func TestDumpShapesAndStrict(t *testing.T) {
 	for _, o := range s.Initial {
 		keys = append(keys, o.Key)
 	}
-	if strings.Join(keys, ",") != "Service default/a,Service default/b,Service default/c,Service default/d,Service default/e,Endpoints default/e" {
+	if strings.Join(keys, ",") != "Service default/a,Service default/b,Service default/c,Service default/d,Service default/e,Endpoints default/e,Service default/f" {
 		t.Fatalf("objects %v", keys)
 	}
 	var notes []string
@@ -288,6 +290,7 @@ func TestDumpShapesAndStrict(t *testing.T) {
 		"list.yaml:8:3: (document 0).items[1]: skipped Deployment default/d (apps/v1): proxysim does not model this kind",
 		"docs.yaml:7:1: (document 1): skipped Deployment default/d (apps/v1): proxysim does not model this kind",
 		"values.json:2:118: (document 1).items[1]: skipped Widget w (example.com/v1): proxysim does not model this kind",
+		"list3.yaml:10:3: (document 0).items[1]: skipped Deployment default/d (apps/v1): proxysim does not model this kind",
 	}
 	if strings.Join(notes, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("notes:\n%s\nwant:\n%s", strings.Join(notes, "\n"), strings.Join(want, "\n"))
@@ -298,7 +301,7 @@ func TestDumpShapesAndStrict(t *testing.T) {
 	}
 	_, err = scenarios.LoadWith(file, scenarios.LoadOptions{Strict: true})
 	var ps scenarios.Problems
-	if !errors.As(err, &ps) || len(ps) != 3 || !strings.HasPrefix(ps[0].Error(), filepath.Join(dir, "list.yaml")+":8:3: (document 0).items[1].kind: Deployment default/d (apps/v1) is of a kind proxysim does not model (--strict") {
+	if !errors.As(err, &ps) || len(ps) != 4 || !strings.HasPrefix(ps[0].Error(), filepath.Join(dir, "list.yaml")+":8:3: (document 0).items[1].kind: Deployment default/d (apps/v1) is of a kind proxysim does not model (--strict") {
 		t.Fatalf("strict: %v", err)
 	}
 }

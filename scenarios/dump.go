@@ -216,8 +216,8 @@ func cutListItems(doc document) ([]document, bool) {
 			ind = n
 		}
 		if n < ind || n == ind && !bytes.HasPrefix(t, []byte("- ")) {
-			if n != 0 {
-				return nil, false
+			if _, _, isKey := splitKey(t); n != 0 || t[0] == '-' || !isKey {
+				return nil, false // not plain: the general path reads it
 			}
 			break // the List's next top-level key
 		}

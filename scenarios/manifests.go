@@ -113,8 +113,11 @@ func decodeDocument(name string, doc document, path string, shift int, strict bo
 	// problem, goes the general way, which knows every node's line.
 	var buf bytes.Buffer
 	if body, ok := jsonBody(doc.data); ok {
-		line, col := doc.line, 1+shift+(len(doc.data)-len(body))
-		if h, ok := jsonHeadOf(body); ok {
+		lead := doc.data[:len(doc.data)-len(body)]
+		line := doc.line + bytes.Count(lead, []byte("\n"))
+		col := 1 + shift + len(lead) - (bytes.LastIndexByte(lead, '\n') + 1)
+		// A List goes the general way, which reads its items.
+		if h, ok := jsonHeadOf(body); ok && h.Kind != "List" {
 			pos := Pos{Line: line, Column: col, Path: path}
 			if p, done := skipUnmodelled(name, doc.dump, strict, h, pos); done {
 				return p
@@ -126,7 +129,9 @@ func decodeDocument(name string, doc document, path string, shift int, strict bo
 	} else if first, ok := fastJSON(doc.data, &buf); ok {
 		pos := Pos{Line: doc.line + first, Column: 1 + shift, Path: path}
 		gv, kind := topLevel(doc.data, "apiVersion: "), topLevel(doc.data, "kind: ")
-		if doc.dump && gv != "" && kind != "" && !modelledKind(gv, kind) {
+		if doc.dump && kind == "List" {
+			// A List the cut could not read: the general path reads its items.
+		} else if doc.dump && gv != "" && kind != "" && !modelledKind(gv, kind) {
 			if h, ok := jsonHeadOf(buf.Bytes()); ok {
 				if p, done := skipUnmodelled(name, doc.dump, strict, h, pos); done {
 					return p
