@@ -262,11 +262,11 @@ func TestDumpShapesAndStrict(t *testing.T) {
 	}
 	deploy := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: default}\nspec: {}\n"
 	dir := writeFiles(t, map[string]string{
-		"list.yaml":     "apiVersion: v1\nitems:\n" + indent(svc("a", "10.96.0.1"), "") + indent(deploy, "") + "kind: List\nmetadata:\n  resourceVersion: \"\"\n",
-		"list2.yaml":    "apiVersion: v1\nkind: List\nitems:\n" + indent(svc("b", "10.96.0.2"), "  "),
-		"docs.yaml":     svc("c", "10.96.0.3") + "---\n" + deploy + "---\n" + svc("d", "10.96.0.4"),
+		"list.yaml":  "apiVersion: v1\nitems:\n" + indent(svc("a", "10.96.0.1"), "") + indent(deploy, "") + "kind: List\nmetadata:\n  resourceVersion: \"\"\n",
+		"list2.yaml": "apiVersion: v1\nkind: List\nitems:\n" + indent(svc("b", "10.96.0.2"), "  "),
+		"docs.yaml":  svc("c", "10.96.0.3") + "---\n" + deploy + "---\n" + svc("d", "10.96.0.4"),
 		// A dash on a line of its own: not what kubectl prints; read the general way.
-		"list3.yaml": "apiVersion: v1\nkind: List\nitems:\n-\n  " + strings.TrimPrefix(indent(svc("f", "10.96.0.6"), ""), "- ") + "- " + strings.ReplaceAll(strings.TrimSuffix(deploy, "\n"), "\n", "\n  ") + "\n",
+		"list3.yaml":    "apiVersion: v1\nkind: List\nitems:\n-\n  " + strings.TrimPrefix(indent(svc("f", "10.96.0.6"), ""), "- ") + "- " + strings.ReplaceAll(strings.TrimSuffix(deploy, "\n"), "\n", "\n  ") + "\n",
 		"values.json":   `{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "e"}, "spec": {"clusterIP": "10.96.0.5", "ports": [{"port": 80}]}}` + "\n" + `{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "e"}}, {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}]}` + "\n",
 		"scenario.yaml": "name: s\nproxy: {version: v1.34.0}\nobjects:\n  - file: list.yaml\n  - file: list2.yaml\n  - file: docs.yaml\n  - file: values.json\n  - file: list3.yaml\ntimeline: [{at: 1s, expect: {syncs: {count: 1}}}]\n",
 	})
