@@ -151,7 +151,10 @@ func readKubeProxyConfig(d *decoder, s *Scenario, proxy, ref *yaml.Node) *KubePr
 	var buf bytes.Buffer
 	count := 0
 	if err := nodeJSON(&buf, root, &count); err != nil {
-		return fail(root, "", "%v", err)
+		if errors.Is(err, errTooManyNodes) {
+			return fail(root, "(configuration)", "configuration too large: more than %d nodes after alias expansion", maxJSONNodes)
+		}
+		return fail(root, "(configuration)", "%v", err)
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(buf.Bytes(), &c.Config)
 	for _, e := range strictErrs {
