@@ -51,7 +51,7 @@ type KubeProxyConfig struct {
 // from a kube-proxy configuration file: the sync periods of its section of
 // the file (kube-proxy reads syncPeriod and minSyncPeriod from the section
 // of the mode it runs) and whatever else it models. Each mapping goes
-// through Set (or SetDuration), which leaves a setting the scenario gives
+// through SetFromConfig (or SetDuration), which leaves a setting the scenario gives
 // and marks the file's field as modelled; a field that no mode takes is
 // listed as not modelled. It runs before the mode's Settings.Validate.
 type KubeProxyConfigurer interface {
@@ -83,19 +83,19 @@ func (c *KubeProxyConfig) Use(fields ...string) {
 	}
 }
 
-// Set gives dst the file's value v, unless the scenario sets key itself,
+// SetFromConfig gives dst the file's value v, unless the scenario sets key itself,
 // and marks field as modelled.
-func Set[T any](c *KubeProxyConfig, key string, dst *T, v T, field string) {
+func SetFromConfig[T any](c *KubeProxyConfig, key string, dst *T, v T, field string) {
 	c.Use(field)
 	if !c.Explicit(key) {
 		*dst = v
 	}
 }
 
-// SetDuration is Set for an optional scenario duration.
+// SetDuration is SetFromConfig for an optional scenario duration.
 func (c *KubeProxyConfig) SetDuration(key string, dst **Duration, v metav1.Duration, field string) {
 	d := Duration(v.Duration)
-	Set(c, key, dst, &d, field)
+	SetFromConfig(c, key, dst, &d, field)
 }
 
 // SyncPeriods maps the sync periods of a mode's section of the file
@@ -649,7 +649,7 @@ func (d *decoder) applyKubeProxyConfig(p *Proxy, m Mode) {
 	c.Use("mode", "apiVersion", "kind")
 	c.SetDuration("configSyncPeriod", &p.ConfigSyncPeriod, c.Config.ConfigSyncPeriod, "configSyncPeriod")
 	if c.Config.HostnameOverride != "" {
-		Set(c, "nodeName", &p.NodeName, c.Config.HostnameOverride, "hostnameOverride")
+		SetFromConfig(c, "nodeName", &p.NodeName, c.Config.HostnameOverride, "hostnameOverride")
 	}
 	if mc, ok := m.(KubeProxyConfigurer); ok {
 		mc.FromKubeProxyConfig(c, p)

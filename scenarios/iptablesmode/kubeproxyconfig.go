@@ -19,7 +19,7 @@ func (Mode) FromKubeProxyConfig(c *scenarios.KubeProxyConfig, p *scenarios.Proxy
 	}
 	ipt := c.Config.IPTables
 	c.SyncPeriods(p, "iptables", ipt.SyncPeriod, ipt.MinSyncPeriod)
-	scenarios.Set(c, "masqueradeAll", &set.MasqueradeAll, ipt.MasqueradeAll, "iptables.masqueradeAll")
+	scenarios.SetFromConfig(c, "masqueradeAll", &set.MasqueradeAll, ipt.MasqueradeAll, "iptables.masqueradeAll")
 	if c.Config.DetectLocalMode != "ClusterCIDR" {
 		return // listed as not modelled
 	}
@@ -38,7 +38,7 @@ func (Mode) FromKubeProxyConfig(c *scenarios.KubeProxyConfig, p *scenarios.Proxy
 		}
 	}
 	if v4 != "" {
-		scenarios.Set(c, "clusterCIDR", &set.ClusterCIDR, v4, "clusterCIDR")
+		scenarios.SetFromConfig(c, "clusterCIDR", &set.ClusterCIDR, v4, "clusterCIDR")
 	}
 }
 

@@ -24,12 +24,12 @@ func (Mode) FromKubeProxyConfig(c *scenarios.KubeProxyConfig, p *scenarios.Proxy
 	case !Schedulers[ipvs.Scheduler] && !c.Explicit("scheduler"):
 		c.Errorf("ipvs.scheduler", "scheduler %q is not modelled (want rr, wrr or sh); give proxy.scheduler to replay with another", ipvs.Scheduler)
 	default:
-		scenarios.Set(c, "scheduler", &set.Scheduler, ipvs.Scheduler, "ipvs.scheduler")
+		scenarios.SetFromConfig(c, "scheduler", &set.Scheduler, ipvs.Scheduler, "ipvs.scheduler")
 	}
-	scenarios.Set(c, "strictARP", &set.StrictARP, ipvs.StrictARP, "ipvs.strictARP")
-	scenarios.Set(c, "ipvsTimeouts.tcp", &set.IPVSTimeouts.TCP, scenarios.Duration(ipvs.TCPTimeout.Duration), "ipvs.tcpTimeout")
-	scenarios.Set(c, "ipvsTimeouts.tcpFin", &set.IPVSTimeouts.TCPFin, scenarios.Duration(ipvs.TCPFinTimeout.Duration), "ipvs.tcpFinTimeout")
-	scenarios.Set(c, "ipvsTimeouts.udp", &set.IPVSTimeouts.UDP, scenarios.Duration(ipvs.UDPTimeout.Duration), "ipvs.udpTimeout")
+	scenarios.SetFromConfig(c, "strictARP", &set.StrictARP, ipvs.StrictARP, "ipvs.strictARP")
+	scenarios.SetFromConfig(c, "ipvsTimeouts.tcp", &set.IPVSTimeouts.TCP, scenarios.Duration(ipvs.TCPTimeout.Duration), "ipvs.tcpTimeout")
+	scenarios.SetFromConfig(c, "ipvsTimeouts.tcpFin", &set.IPVSTimeouts.TCPFin, scenarios.Duration(ipvs.TCPFinTimeout.Duration), "ipvs.tcpFinTimeout")
+	scenarios.SetFromConfig(c, "ipvsTimeouts.udp", &set.IPVSTimeouts.UDP, scenarios.Duration(ipvs.UDPTimeout.Duration), "ipvs.udpTimeout")
 	if len(c.Config.NodePortAddresses) > 0 {
 		c.Use("nodePortAddresses")
 		set.NodeIPs = nodePortIPs(set.NodeIPs, c.Config.NodePortAddresses)
