@@ -20,13 +20,14 @@ import (
 // clusters are the testdata clusters: a dump, a kube-proxy configuration,
 // and the node imported.
 var clusters = []struct {
-	dir, dump, config, node, mode string
-	objects                       int
-	skipped                       []string
+	dir, dump, config, node, mode, scenario string
+	objects                                 int
+	skipped                                 []string
 }{
-	{"kubeadm", "cluster.yaml", "kube-proxy.yaml", "worker-1", "ipvs", 9, nil},
-	{"kind", "cluster.yaml", "kube-proxy.yaml", "kind-worker", "iptables", 6, nil},
-	{"eks", "cluster.json", "kube-proxy-config.yaml", "ip-192-168-31-112.us-west-2.compute.internal", "iptables", 7,
+	{"kubeadm", "cluster.yaml", "kube-proxy.yaml", "worker-1", "ipvs", "worker-1.yaml", 9, nil},
+	{"kind", "cluster.yaml", "kube-proxy.yaml", "kind-worker", "iptables", "kind-worker.yaml", 6, nil},
+	{"kind", "cluster.yaml", "kube-proxy-nftables.yaml", "kind-worker", "nftables", "kind-worker-nftables.yaml", 6, nil},
+	{"eks", "cluster.json", "kube-proxy-config.yaml", "ip-192-168-31-112.us-west-2.compute.internal", "iptables", "ip-192-168-31-112.us-west-2.compute.internal.yaml", 7,
 		[]string{"cluster.json:454:9: (document 0).items[6]: skipped Deployment kube-system/coredns (apps/v1)",
 			"cluster.json:509:9: (document 0).items[7]: skipped CNINode ip-192-168-31-112.us-west-2.compute.internal (vpcresources.k8s.aws/v1alpha1)"}},
 }
@@ -35,7 +36,7 @@ var clusters = []struct {
 // replays green, with a golden filled in, and the committed ones replay.
 func TestImportTestdataClusters(t *testing.T) {
 	for _, c := range clusters {
-		t.Run(c.dir, func(t *testing.T) {
+		t.Run(c.dir+"-"+c.mode, func(t *testing.T) {
 			src := filepath.Join("testdata/byoc", c.dir)
 			out := filepath.Join(t.TempDir(), "scenario.yaml")
 			imp, err := scenarios.Import(scenarios.ImportOptions{
@@ -71,7 +72,7 @@ func TestImportTestdataClusters(t *testing.T) {
 				}
 			}
 			// The scenario committed beside the testdata replays green too.
-			committed := filepath.Join(src, c.node+".yaml")
+			committed := filepath.Join(src, c.scenario)
 			cs, err := scenarios.Load(committed)
 			if err != nil {
 				t.Fatal(err)

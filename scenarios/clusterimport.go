@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
@@ -71,8 +72,17 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 	copied = append(append(copied, c1...), c2...)
 
 	// A first reading of the inputs, through the loader (the same checks
-	// and messages as a scenario's): the objects, the node, the mode.
-	probe := fmt.Sprintf("name: probe\nproxy:\n  version: v1.34.0\n  config: %s\nobjects:\n  - file: %s\ntimeline:\n  - at: 0s\n    note: probe\n", quote(config), quote(cluster))
+	// and messages as a scenario's): the configuration's mode, the objects,
+	// the node.
+	mode, err := configMode(o.Output, osFolder(outDir), config)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := LookupMode(mode)
+	if !ok {
+		return nil, fmt.Errorf("%s: mode %q is not modelled (modes: %s)", o.Config, mode, orList(ModeNames()))
+	}
+	probe := fmt.Sprintf("name: probe\nproxy:\n  version: v1.34.0\nobjects:\n  - file: %s\ntimeline:\n  - at: 0s\n    note: probe\n", quote(cluster))
 	s, err := parse(o.Output, []byte(probe), osFolder(outDir), "", LoadOptions{Strict: o.Strict})
 	if err != nil {
 		return nil, err
@@ -81,7 +91,7 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 	if node == nil {
 		return nil, fmt.Errorf("%s: no Node %q (nodes: %s)", o.Cluster, o.Node, strings.Join(names, ", "))
 	}
-	m, _ := LookupMode(s.Proxy.Mode)
+	s.Proxy.Mode = m.Name()
 	text := skeleton(o, s, m, node, cluster, config)
 	if _, err := os.Stat(o.Output); err != nil {
 		made = append(made, o.Output) // a scenario there before is the user's
@@ -106,6 +116,18 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 		return nil, err
 	}
 	return &Imported{Scenario: final, Result: res, Copied: copied, Warnings: final.Warnings}, nil
+}
+
+// configMode reads a kube-proxy configuration file's mode (defaulted), with
+// the loader's checks and messages.
+func configMode(file string, dir folder, rel string) (string, error) {
+	d := &decoder{file: file}
+	ref := &yaml.Node{Kind: yaml.ScalarNode, Value: rel, Line: 1, Column: 1}
+	c := readKubeProxyConfig(d, &Scenario{File: file, folder: dir}, nil, ref)
+	if len(d.problems) > 0 || c == nil {
+		return "", d.problems
+	}
+	return string(c.Config.Mode), nil
 }
 
 // placeBeside returns the path of file relative to dir, copying it into
