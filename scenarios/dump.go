@@ -10,7 +10,6 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	networking "k8s.io/api/networking/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,10 +22,9 @@ import (
 // of a kind the world does not carry (a Deployment, a CRD's object) are
 // skipped, each noted once, or refused when the load is strict.
 
-// dumpKinds are the kinds a dump may hold: the four checked in full
-// (defaultAndValidate), and the world's other kinds (sim/kinds.go), which
-// the API server holds and kube-proxy never reads, checked by their
-// metadata only.
+// dumpKinds are the kinds a dump may hold: those defaultAndValidate checks
+// by the API server's rules, and Endpoints, which the world carries
+// (sim/kinds.go) and kube-proxy never reads, checked by their metadata only.
 var dumpKinds = map[schema.GroupVersionKind]bool{
 	v1.SchemeGroupVersion.WithKind("Service"):              true,
 	discovery.SchemeGroupVersion.WithKind("EndpointSlice"): true,
@@ -45,28 +43,17 @@ func modelledKind(gv, kind string) bool {
 	return dumpKinds[schema.FromAPIVersionAndKind(gv, kind)]
 }
 
-// validateDumpKind checks an object of the world's other kinds as the API
-// server's ValidateObjectMeta does; it returns the object's scenario key.
+// validateDumpKind checks a dump's Endpoints as the API server's
+// ValidateObjectMeta does; it returns the object's scenario key.
 func validateDumpKind(obj runtime.Object) (key string, errs field.ErrorList, supported bool) {
-	check := func(kind string, om *metav1.ObjectMeta, namespaced bool) (string, field.ErrorList, bool) {
-		if namespaced && om.Namespace == "" {
-			om.Namespace = "default"
-		}
-		return KeyOf(kind, om.Namespace, om.Name), apivalidation.ValidateObjectMeta(om, namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")), true
+	ep, ok := obj.(*v1.Endpoints)
+	if !ok {
+		return "", nil, false
 	}
-	switch t := obj.(type) {
-	case *v1.Endpoints:
-		return check("Endpoints", &t.ObjectMeta, true)
-	case *v1.ConfigMap:
-		return check("ConfigMap", &t.ObjectMeta, true)
-	case *v1.Secret:
-		return check("Secret", &t.ObjectMeta, true)
-	case *networking.Ingress:
-		return check("Ingress", &t.ObjectMeta, true)
-	case *networking.IngressClass:
-		return check("IngressClass", &t.ObjectMeta, false)
+	if ep.Namespace == "" {
+		ep.Namespace = "default"
 	}
-	return "", nil, false
+	return KeyOf("Endpoints", ep.Namespace, ep.Name), apivalidation.ValidateObjectMeta(&ep.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")), true
 }
 
 // jsonHead is what a skipped object is named by.
