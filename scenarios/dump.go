@@ -145,8 +145,12 @@ func expandLists(docs []document) []document {
 	out := make([]document, 0, len(docs))
 	for i, doc := range docs {
 		doc.dump = true
-		doc.path = fmt.Sprintf("(document %d)", i)
-		if topLevel(doc.data, "kind: ") == "List" && topLevel(doc.data, "apiVersion: ") == "v1" {
+		list := topLevel(doc.data, "kind: ") == "List" && topLevel(doc.data, "apiVersion: ") == "v1"
+		if list || len(out) != i {
+			// Named here when its place in the list is not its index.
+			doc.path = fmt.Sprintf("(document %d)", i)
+		}
+		if list {
 			if items, ok := cutListItems(doc); ok {
 				out = append(out, items...)
 				continue
