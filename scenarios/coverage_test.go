@@ -31,6 +31,8 @@ var scenarioFeatures = []string{
 	"sends", "timeouts", "connExpiry", "arp",
 	// the iptables mode's
 	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
+	// proxy.config: a kube-proxy configuration file
+	"config",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -72,7 +74,7 @@ func featuresOf(s *Scenario) map[string]bool {
 	if c := get(proxy, "syncCost"); c != nil && c.Kind == yaml.SequenceNode {
 		used["syncCost.list"] = true
 	}
-	for _, k := range []string{"configSyncPeriod", "retryInterval", "burstRuns"} {
+	for _, k := range []string{"configSyncPeriod", "retryInterval", "burstRuns", "config"} {
 		if get(proxy, k) != nil {
 			used[k] = true
 		}

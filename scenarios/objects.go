@@ -94,6 +94,9 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 	}
 	o := Object{Obj: obj, Kind: gvk.Kind, Pos: Pos{Line: n.Line, Column: n.Column, Path: path}, File: file}
 	key, errs, supported := defaultAndValidate(obj)
+	if !supported && d.dump {
+		key, errs, supported = validateDumpKind(obj)
+	}
 	if !supported {
 		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (%s)", gvk.Kind, strings.Join(slices.Sorted(maps.Keys(supportedKinds)), ", "))
 	}

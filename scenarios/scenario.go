@@ -36,10 +36,13 @@ type Scenario struct {
 	File    string   `yaml:"-"`
 	Dir     string   `yaml:"-"`
 	Initial []Object `yaml:"-"`
-	source  []byte
-	folder  folder        // where the files it names are
-	base    string        // the scenario's own name in folder ("" if parsed from memory)
-	inline  inlineObjects // objects cut out of a large file, decoded like a manifest file
+	// Warnings are what loading noted without refusing the file: objects
+	// of a dump skipped, settings of proxy.config not modelled.
+	Warnings Problems `yaml:"-"`
+	source   []byte
+	folder   folder        // where the files it names are
+	base     string        // the scenario's own name in folder ("" if parsed from memory)
+	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the
@@ -61,7 +64,12 @@ type Proxy struct {
 	// kube-proxy's iptables and nftables proxiers do); kube-proxy's IPVS
 	// proxier only logs it.
 	SyncFailsOnError bool `yaml:"syncFailsOnError"`
-	Src              Src
+	// Config names a kube-proxy configuration file (a KubeProxyConfiguration
+	// or the kube-proxy ConfigMap), relative to the scenario; the settings
+	// above, given, win over it. KubeProxy is the file as read.
+	Config    string           `yaml:"config"`
+	KubeProxy *KubeProxyConfig `yaml:"-"`
+	Src       Src
 	// Settings are the mode's own fields, decoded from the same mapping;
 	// nil when the mode is unknown.
 	Settings Settings

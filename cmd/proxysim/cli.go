@@ -91,6 +91,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	}
 	var dataplane, release, cpu string
 	var update, verbose bool
+	ld := &loader{warnings: stderr}
 	var maxEvents int
 	var maxMemoryMiB int64
 	budgets := func(o scenarios.Options) scenarios.Options {
@@ -104,12 +105,12 @@ or memory budget, 4 an internal error of proxysim.`,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dataplane == "vm" {
-				if _, err := loadAll(args); err != nil {
+				if _, err := ld.loadAll(args); err != nil {
 					return err
 				}
-				return replayInVM(cmd.Context(), args, update, verbose, stdout)
+				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, stdout)
 			}
-			factory, list, err := prepare(dataplane, args)
+			factory, list, err := ld.prepare(dataplane, args)
 			if err != nil {
 				return err
 			}
@@ -146,7 +147,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		Short: "Check scenarios without running them",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			list, err := loadAll(args)
+			list, err := ld.loadAll(args)
 			if err != nil {
 				return err
 			}
@@ -162,7 +163,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		Short: "Replay one scenario and print its trace as JSON Lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			factory, list, err := prepare(dataplane, args)
+			factory, list, err := ld.prepare(dataplane, args)
 			if err != nil {
 				return err
 			}
@@ -247,7 +248,8 @@ or memory budget, 4 an internal error of proxysim.`,
 	vmCmd.Flags().SetInterspersed(false)
 	vmCmd.Flags().StringVar(&cpu, "cpu", "max", "QEMU CPU model")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd)
+	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps (otherwise skipped with a warning)")
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict))
 	return root
 }
 
@@ -258,7 +260,7 @@ const traceTail = 256
 // replayInVM runs this very binary inside the VM as `replay --dataplane
 // netns`; bundled scenarios travel inside the binary, files with their whole
 // folder (for the manifests they name).
-func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout io.Writer) error {
+func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, stdout io.Writer) error {
 	if update {
 		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
 	}
@@ -269,6 +271,9 @@ func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout
 	inner := []string{"replay", "--dataplane", "netns"}
 	if verbose {
 		inner = append(inner, "-v")
+	}
+	if strict {
+		inner = append(inner, "--strict")
 	}
 	var files vm.Files
 	for _, a := range args {
@@ -303,12 +308,12 @@ func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // prepare resolves the dataplane and loads every scenario named, before
 // anything runs.
-func prepare(dataplane string, args []string) (scenarios.DataplaneFactory, []*scenarios.Scenario, error) {
+func (ld *loader) prepare(dataplane string, args []string) (scenarios.DataplaneFactory, []*scenarios.Scenario, error) {
 	factory, err := dataplaneFactory(dataplane)
 	if err != nil {
 		return nil, nil, fail(exitInvalid, err)
 	}
-	list, err := loadAll(args)
+	list, err := ld.loadAll(args)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -330,11 +335,11 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 
 // loadAll loads every argument: a file path, or the name of a bundled
 // scenario. Any problem in any file rejects the whole command.
-func loadAll(args []string) ([]*scenarios.Scenario, error) {
+func (ld *loader) loadAll(args []string) ([]*scenarios.Scenario, error) {
 	var out []*scenarios.Scenario
 	var problems []string
 	for _, a := range args {
-		s, err := loadOne(a)
+		s, err := ld.loadOne(a)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -347,15 +352,29 @@ func loadAll(args []string) ([]*scenarios.Scenario, error) {
 	return out, nil
 }
 
-func loadOne(arg string) (*scenarios.Scenario, error) {
+// loader loads the scenarios a command names, with the root command's
+// --strict, printing loading's warnings.
+type loader struct {
+	strict   bool
+	warnings io.Writer
+}
+
+func (ld *loader) loadOne(arg string) (*scenarios.Scenario, error) {
+	load := func(file string) (*scenarios.Scenario, error) {
+		s, err := scenarios.LoadWith(file, scenarios.LoadOptions{Strict: ld.strict})
+		if err == nil {
+			printWarnings(ld.warnings, s.Warnings)
+		}
+		return s, err
+	}
 	if _, err := os.Stat(arg); err == nil {
-		return scenarios.Load(arg)
+		return load(arg)
 	}
 	if scenarios.IsLibrary(arg) {
 		return scenarios.LoadLibrary(arg)
 	}
 	if strings.ContainsAny(arg, "/") || strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
-		return scenarios.Load(arg)
+		return load(arg)
 	}
 	return nil, fmt.Errorf("%s: no such file, and no bundled scenario of that name (see 'proxysim list')", arg)
 }
