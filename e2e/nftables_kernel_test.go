@@ -235,6 +235,33 @@ var _ = Describe("nftables on this host's kernel", Label("host-kernel"), func() 
 		Expect(n.connectTo("10.0.0.5", "10.0.0.1:30080", 20)).To(Equal(map[string]int{"10.244.3.2:8080": 20}))
 	})
 
+	It("drops clients outside loadBalancerSourceRanges at the LoadBalancer IP, as the tracer says", func() {
+		n := newNFTNode(2)
+		lb := net.ParseIP("198.51.100.8")
+		n.sync(func(sp *proxy.ServicePort) {
+			sp.LoadBalancerIPs = []string{lb.String()}
+			sp.LoadBalancerSourceRanges = []string{"10.0.0.5/32"}
+		}, []int{1, 2}, nil)
+		traced := func(client string) string {
+			n.mirror.Shadow.RLock()
+			defer n.mirror.Shadow.RUnlock()
+			sh, err := nftables.Route(n.mirror.Shadow.Table, n.local, route.Packet{Src: net.ParseIP(client), Dst: lb, DPort: nftPort, Protocol: "tcp"})
+			Expect(err).NotTo(HaveOccurred())
+			return sh.String()
+		}
+		target := net.JoinHostPort(lb.String(), fmt.Sprint(nftPort))
+		Expect(traced("10.0.0.5")).To(Equal("{10.244.1.2:8080: 1/2, 10.244.2.2:8080: 1/2}"))
+		got := n.connectTo("10.0.0.5", target, 20)
+		Expect(got).To(HaveLen(2), fmt.Sprint(got))
+		Expect(got["10.244.1.2:8080"] + got["10.244.2.2:8080"]).To(Equal(20))
+
+		Expect(traced("10.0.0.6")).To(Equal("{DROP: 1}"))
+		n.topo.ConnectTimeout = 500 * time.Millisecond
+		Expect(n.connectTo("10.0.0.6", target, 2)).To(Equal(map[string]int{"timeout": 2}))
+		cip := n.connect("10.0.0.6", 10)
+		Expect(cip["10.244.1.2:8080"]+cip["10.244.2.2:8080"]).To(Equal(10), "the ClusterIP is not guarded: %v", cip)
+	})
+
 	It("rejects a service whose endpoints are gone, and forgets a deleted one", func() {
 		n := newNFTNode(2)
 		n.sync(nil, []int{1, 2}, nil)

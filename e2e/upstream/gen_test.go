@@ -18,9 +18,10 @@ import (
 // use shared addresses but are a pure function of the address, so all their
 // copies are identical.
 type gen struct {
-	// iptables adds what only the iptables comparison needs and would
-	// change the trackers' random stream: loadBalancerSourceRanges, and
-	// (with big) slices of hundreds of endpoints, for large-cluster mode.
+	// iptables adds what only the proxier comparisons (iptables and
+	// nftables) need and would change the trackers' random stream:
+	// loadBalancerSourceRanges, and (with big) slices of hundreds of
+	// endpoints, for large-cluster mode.
 	iptables, big bool
 
 	r        *rand.Rand

@@ -78,6 +78,9 @@ var coverageMarks = []struct{ name, text string }{
 	{"no-endpoint rejects", ": goto reject-chain }"},
 	{"hairpin elements", "add element ip kube-proxy hairpin-connections"},
 	{"numgen dispatch", "numgen random mod"},
+	{"firewall- chain rules", "saddr != {"},
+	{"firewall-ips elements", "add element ip kube-proxy firewall-ips"},
+	{"source ranges holding the node IP", "192.168.0.0/24"},
 }
 
 var nodeIP4, nodeIP6 = net.ParseIP("192.168.0.2"), net.ParseIP("fd00:192::2")
@@ -167,7 +170,7 @@ func newNFTPair(family v1.IPFamily) (*nftPair, error) {
 	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(knftables.Interface(p.kubeFake)))
 
 	clk := clocktesting.NewFakeClock(vclock.Epoch)
-	p.ourProxier = nftables.New(nftables.Config{IPv6: family == v1.IPv6Protocol, ClusterCIDR: cidr}, p.ourFake, clk, nil)
+	p.ourProxier = nftables.New(nftables.Config{IPv6: family == v1.IPv6Protocol, ClusterCIDR: cidr, NodeIP: nodeIP}, p.ourFake, clk, nil)
 	p.ours = proxy.NewProxier(family, nodeName, "", p.ourProxier, proxy.EndpointSliceTrackerOptions{})
 	return p, nil
 }
@@ -283,7 +286,7 @@ func (p *nftPair) sync() (int, error) {
 	}
 	k, o := normalizeDump(p.kubeFake.Dump()), normalizeDump(p.ourFake.Dump())
 	if k != o {
-		return 0, fmt.Errorf("tables differ:\n%s", lineDiff(k, o))
+		return 0, fmt.Errorf("tables differ:\n%s", nftLineDiff(k, o))
 	}
 	for _, m := range coverageMarks {
 		if strings.Contains(o, m.text) {
@@ -312,8 +315,8 @@ func normalizeDump(d string) string {
 	return nftables.SortElements(strings.Join(keep, "\n"))
 }
 
-// lineDiff lists the lines only one side has.
-func lineDiff(kube, ours string) string {
+// nftLineDiff lists the lines only one side has.
+func nftLineDiff(kube, ours string) string {
 	set := func(s string) map[string]bool {
 		m := map[string]bool{}
 		for _, l := range strings.Split(s, "\n") {
@@ -346,7 +349,7 @@ func runNFTSequence(seed int64) (syncs, lines int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	g := &gen{r: r, services: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}}
+	g := &gen{iptables: true, r: r, services: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}}
 	for step := 0; step < *steps; step++ {
 		what := ""
 		if g.r.Intn(10) < 3 {

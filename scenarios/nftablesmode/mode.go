@@ -124,6 +124,9 @@ func (p *Settings) Config() nftables.Config {
 	if p.NodePortAddresses == "primary" {
 		c.NodePortIPs = p.nodeIPs
 	}
+	if len(p.nodeIPs) > 0 {
+		c.NodeIP = p.nodeIPs[0] // kube-proxy's nodeIP: the primary address
+	}
 	return c
 }
 

@@ -8,15 +8,17 @@
 // setupNFTables). Syncs are partial (only changed services' chains, element
 // diffs) except at start, after a failure and hourly; stale chains are
 // flushed at once and deleted by a sync more than a second later; a failed
-// transaction fails the sync.
+// transaction fails the sync. loadBalancerSourceRanges are kube-proxy's:
+// a firewall- chain per guarded service port, dropping sources outside the
+// ranges, reached through the firewall-ips verdict map from firewall-check
+// before DNAT.
 //
 // It also traces a packet through the table (route.go, ruleparse.go) with
 // exact shares, and keeps a knftables.Fake in step with a real table
 // (Mirror) so that a real kernel can be traced and compared. It must not
 // read the wall clock, and must not import fakes or netns.
 //
-// Not modelled: loadBalancerSourceRanges (the firewall- chains; the
-// firewall-ips map stays empty), interface-based local-traffic detectors,
+// Not modelled: interface-based local-traffic detectors,
 // dual-stack (one proxier serves one family), conntrack cleanup and the
 // health-check servers.
 package nftables

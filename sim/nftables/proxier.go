@@ -49,6 +49,10 @@ type Config struct {
 	// ServiceCIDRs, when known, let traffic to an unallocated ClusterIP be
 	// dropped.
 	ServiceCIDRs []string
+	// NodeIP is the node's address of this family (kube-proxy's nodeIP): a
+	// loadBalancerSourceRange holding it also lets in the LoadBalancer IPs
+	// themselves as sources.
+	NodeIP net.IP
 }
 
 func (c Config) ipX() string {
@@ -501,12 +505,24 @@ func (p *Proxier) syncServicePort(tx *knftables.Transaction, st *proxy.SyncState
 				Value: []string{externalVerdict}, Comment: comment})
 		}
 	}
-	// loadBalancerSourceRanges are not in proxy.ServicePort: no firewall-
-	// chains and no firewall-ips elements are ever written.
+	// loadBalancerSourceRanges (syncProxyRules, "usesFWChain"): a port
+	// with LoadBalancer IPs and ranges gets a firewall- chain, and each of
+	// its LoadBalancer IPs a firewall-ips element that sends new
+	// connections there before DNAT. Unlike iptables mode this does not
+	// depend on the port having endpoints.
+	firewallChain := ServiceChain(PrefixFirewall, n)
+	usesFirewall := len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
+	if usesFirewall {
+		ensureChain(tx, firewallChain, active, skip)
+	}
 	for _, ip := range sp.LoadBalancerIPs {
 		if hasEndpoints {
 			p.serviceIPs.ensure(tx, &knftables.Element{Map: MapServiceIPs, Key: []string{ip, proto, port},
 				Value: []string{"goto " + externalChain}})
+		}
+		if usesFirewall {
+			p.firewallIPs.ensure(tx, &knftables.Element{Map: MapFirewallIPs, Key: []string{ip, proto, port},
+				Value: []string{"goto " + firewallChain}})
 		}
 	}
 	if !hasExternal {
@@ -549,6 +565,10 @@ func (p *Proxier) syncServicePort(tx *knftables.Transaction, st *proxy.SyncState
 		}
 	}
 
+	if usesFirewall {
+		p.writeFirewall(tx, firewallChain, sp)
+	}
+
 	if affinity {
 		timeout := sp.StickyMaxAgeSeconds
 		if timeout == 0 {
@@ -579,6 +599,31 @@ func (p *Proxier) syncServicePort(tx *knftables.Transaction, st *proxy.SyncState
 		p.writeEndpointDNATs(tx, proto, localChain, sel.Local)
 	}
 	return
+}
+
+// writeFirewall fills a port's firewall- chain (syncProxyRules, the
+// "usesFWChain" rule): one rule dropping every source outside the ranges.
+// When a range holds the node's address, the LoadBalancer IPs are allowed
+// as sources too: a node reaching a VIP it holds locally arrives with the
+// VIP as its source.
+func (p *Proxier) writeFirewall(tx *knftables.Transaction, chain string, sp *proxy.ServicePort) {
+	var allowed []string
+	fromNode := false
+	for _, cidr := range sp.LoadBalancerSourceRanges {
+		if len(allowed) > 0 {
+			allowed = append(allowed, ",")
+		}
+		allowed = append(allowed, cidr)
+		if _, n, err := net.ParseCIDR(cidr); err == nil && p.cfg.NodeIP != nil && n.Contains(p.cfg.NodeIP) {
+			fromNode = true
+		}
+	}
+	if fromNode {
+		for _, ip := range sp.LoadBalancerIPs {
+			allowed = append(allowed, ",", ip)
+		}
+	}
+	tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(p.cfg.ipX(), "saddr", "!=", "{", allowed, "}", "drop")})
 }
 
 // writeEndpointDNATs is kube-proxy's writeServiceToEndpointDNATs: one rule

@@ -132,6 +132,71 @@ func TestExternalEntryPoints(t *testing.T) {
 	}
 }
 
+// loadBalancerSourceRanges: a client outside the ranges is dropped at the
+// LoadBalancer IP and only there, one inside reaches the endpoints; a range
+// holding the node IP lets the VIP in as a source; the firewall stays
+// without endpoints; removing the ranges flushes the firewall- chain and
+// a sync more than a second later deletes it.
+func TestLoadBalancerSourceRanges(t *testing.T) {
+	lbIP := net.ParseIP("198.51.100.8")
+	stranger := net.ParseIP("198.18.0.7")
+	guarded := func(sp *proxy.ServicePort) {
+		sp.NodePort = 30080
+		sp.LoadBalancerIPs = []string{lbIP.String()}
+		sp.LoadBalancerSourceRanges = []string{"203.0.113.0/24", "192.168.0.0/24"}
+	}
+	p, nft, clk := newTest(t)
+	p.cfg.NodeIP = node
+	mustSync(t, p, state(2, guarded))
+	spread := "{10.244.0.1:8080: 1/2, 10.244.0.2:8080: 1/2}"
+	for _, c := range []struct {
+		from, dst net.IP
+		port      int
+		want      string
+	}{
+		{outside, lbIP, 80, spread},
+		{stranger, lbIP, 80, "{DROP: 1}"},
+		{lbIP, lbIP, 80, spread},
+		{stranger, node, 30080, spread},
+		{stranger, vip, 80, spread},
+	} {
+		if got := routeOf(t, nft, c.from, c.dst, c.port); got != c.want {
+			t.Errorf("%s -> %s:%d: %s, want %s", c.from, c.dst, c.port, got, c.want)
+		}
+	}
+	fw := ServiceChain(PrefixFirewall, web)
+	wantRule := "add rule ip kube-proxy " + fw + " ip saddr != { 203.0.113.0/24 , 192.168.0.0/24 , 198.51.100.8 } drop"
+	if !strings.Contains(nft.Dump(), wantRule) {
+		t.Errorf("no %q in\n%s", wantRule, nft.Dump())
+	}
+
+	mustSync(t, p, state(0, guarded))
+	if got := routeOf(t, nft, stranger, lbIP, 80); got != "{DROP: 1}" {
+		t.Errorf("without endpoints, outsider: %s", got)
+	}
+	if got := routeOf(t, nft, outside, lbIP, 80); got != "{REJECT: 1}" {
+		t.Errorf("without endpoints, insider: %s", got)
+	}
+
+	mustSync(t, p, state(2, func(sp *proxy.ServicePort) { guarded(sp); sp.LoadBalancerSourceRanges = nil }))
+	if got := routeOf(t, nft, stranger, lbIP, 80); got != spread {
+		t.Errorf("ranges removed: %s", got)
+	}
+	if ch := nft.Table.Chains[fw]; ch == nil || len(ch.Rules) != 0 {
+		t.Errorf("firewall chain after the ranges went: %+v, want it flushed", ch)
+	}
+	if strings.Contains(nft.Dump(), "add element ip kube-proxy firewall-ips") {
+		t.Errorf("firewall-ips still has an element:\n%s", nft.Dump())
+	}
+	clk.Step(2 * time.Second)
+	st := state(2, func(sp *proxy.ServicePort) { guarded(sp); sp.LoadBalancerSourceRanges = nil })
+	st.ServiceChanges = proxy.ServiceMapResult{}
+	mustSync(t, p, st)
+	if nft.Table.Chains[fw] != nil {
+		t.Errorf("firewall chain still there a second later")
+	}
+}
+
 // externalTrafficPolicy Local: no local endpoint drops outside clients at
 // the node port, pods still reach every endpoint (short-circuit); with a
 // local endpoint, outside clients reach only it.
@@ -437,6 +502,13 @@ func randomChange(rng *rand.Rand, st *proxy.SyncState) []types.NamespacedName {
 			cp.ExternalPolicyLocal = !cp.ExternalPolicyLocal && cp.NodePort != 0
 		case 3:
 			cp.InternalPolicyLocal = !cp.InternalPolicyLocal
+		case 4:
+			if cp.LoadBalancerSourceRanges == nil {
+				cp.LoadBalancerIPs = []string{fmt.Sprintf("198.51.100.%d", 10+idx)}
+				cp.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
+			} else {
+				cp.LoadBalancerIPs, cp.LoadBalancerSourceRanges = nil, nil
+			}
 		}
 		st.Services[spn] = &cp
 		var eps []*proxy.Endpoint
