@@ -261,7 +261,11 @@ var _ = Describe("iptables on the host kernel", Label("host-kernel"), func() {
 				counts, err := d.Spray("TCP", podClient, webVIP+":80", 600, false)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(counts).NotTo(HaveKey(hostPort(eps[0])))
-				Expect(counts[hostPort(eps[1])]+counts[hostPort(eps[2])]).To(Equal(600), "%v", counts)
+				// Every connection reaches a live endpoint; on a loaded
+				// machine a handful may time out (a SYN retransmitted past
+				// the 2 s dial timeout), never be refused or go elsewhere.
+				Expect(counts[netns.OutcomeTimeout]).To(BeNumerically("<=", 6), "%v", counts)
+				Expect(counts[hostPort(eps[1])]+counts[hostPort(eps[2])]+counts[netns.OutcomeTimeout]).To(Equal(600), "%v", counts)
 			})
 		})
 	}
