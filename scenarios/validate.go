@@ -44,6 +44,11 @@ func defaultService(s *v1.Service) {
 		if s.Spec.Ports[i].Protocol == "" {
 			s.Spec.Ports[i].Protocol = v1.ProtocolTCP
 		}
+		// The API server defaults targetPort to the port (pkg/apis/core/v1
+		// defaults.go, SetDefaults_Service); the endpoint controllers read it.
+		if tp := &s.Spec.Ports[i].TargetPort; tp.Type == intstr.Int && tp.IntVal == 0 {
+			*tp = intstr.FromInt32(s.Spec.Ports[i].Port)
+		}
 	}
 }
 

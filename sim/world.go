@@ -104,6 +104,9 @@ type World struct {
 	closed  bool
 	rv      int64
 	syncs   []SyncRecord
+	// uids and generated count the UIDs and generated names handed out
+	// (see admit).
+	uids, generated int64
 
 	// pending is the FIFO of deliveries not yet handed over. handler is the
 	// consumer whose handler runs (nil outside handlers), and chain the
@@ -436,7 +439,17 @@ func (w *World) As(name string, f func() error) error {
 // turn, at the current virtual instant. Made by a consumer while it handles
 // an event, it is traced as that consumer's, and its events are delivered
 // after the current one.
-func (w *World) Create(obj runtime.Object) error { return w.write("create", obj) }
+func (w *World) Create(obj runtime.Object) error {
+	_, err := w.writeNamed("create", obj)
+	return err
+}
+
+// CreateNamed is Create returning the object's name, which the world
+// generates, as the API server does, for an object with only
+// metadata.generateName.
+func (w *World) CreateNamed(obj runtime.Object) (string, error) {
+	return w.writeNamed("create", obj)
+}
 
 // Update replaces an existing object, like Create.
 func (w *World) Update(obj runtime.Object) error { return w.write("update", obj) }
@@ -477,26 +490,38 @@ func (w *World) Delete(kind, namespace, name string) error {
 }
 
 func (w *World) write(op string, obj runtime.Object) error {
+	_, err := w.writeNamed(op, obj)
+	return err
+}
+
+func (w *World) writeNamed(op string, obj runtime.Object) (string, error) {
 	k, err := kindOfObject(obj)
 	if err != nil {
-		return err
+		return "", err
 	}
 	m := obj.(Object)
 	ns, name := m.GetNamespace(), m.GetName()
 	if op == "update" {
+		cur, ok := w.store.stored(k.gvr, ns, name)
+		if ok {
+			obj = w.admit(k, obj, cur)
+		}
 		// Like the API server, an update that changes nothing is not
 		// written: no new resourceVersion, no watch event. Only the world
 		// writes the store, so it cannot change before put.
-		if cur, ok := w.store.stored(k.gvr, ns, name); ok && equalButVersion(obj, cur) {
-			return nil
+		if ok && equalButVersion(obj, cur) {
+			return name, nil
 		}
+	} else {
+		obj = w.admit(k, obj, nil)
+		name = obj.(Object).GetName()
 	}
 	if err := w.checkChain(k, ns, name); err != nil {
-		return err
+		return name, err
 	}
 	// The store keeps a copy: the caller's object is left alone.
 	err = w.store.put(k.gvr, obj, ns, op == "update", w)
-	return w.afterWrite(k, op, ns, name, err)
+	return name, w.afterWrite(k, op, ns, name, err)
 }
 
 // nextVersion is the resourceVersion of the world's next write; the store
