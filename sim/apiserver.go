@@ -93,7 +93,6 @@ func (w *World) generateName(k *kind, namespace, base string) string {
 	}
 }
 
-
 func zeroTime(m Object) bool {
 	t := m.GetCreationTimestamp()
 	return t.IsZero()

@@ -126,6 +126,9 @@ type World struct {
 	// of yet.
 	lastChange map[string]change
 	written    map[string]time.Duration
+
+	// prog follows network programming latency (see programming.go).
+	prog programming
 }
 
 // subscription is one consumer and its informers.
@@ -485,7 +488,11 @@ func (w *World) Delete(kind, namespace, name string) error {
 	if err := w.checkChain(k, namespace, name); err != nil {
 		return err
 	}
+	cur, _ := w.store.stored(k.gvr, namespace, name)
 	err = w.store.Delete(k.gvr, namespace, name)
+	if _, isPod := cur.(*v1.Pod); isPod && err == nil {
+		w.programmingPod(cur, cur, true)
+	}
 	return w.afterWrite(k, "delete", namespace, name, err)
 }
 
@@ -519,8 +526,15 @@ func (w *World) writeNamed(op string, obj runtime.Object) (string, error) {
 	if err := w.checkChain(k, ns, name); err != nil {
 		return name, err
 	}
+	var before runtime.Object
+	if _, isPod := obj.(*v1.Pod); isPod {
+		before, _ = w.store.stored(k.gvr, ns, name)
+	}
 	// The store keeps a copy: the caller's object is left alone.
 	err = w.store.put(k.gvr, obj, ns, op == "update", w)
+	if err == nil && before != nil || err == nil && op == "create" {
+		w.programmingPod(before, obj, false)
+	}
 	return name, w.afterWrite(k, op, ns, name, err)
 }
 

@@ -30,7 +30,7 @@ func pod(name, ip, node string, ready bool, at time.Time) *v1.Pod {
 	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"app": "web"}},
-		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: v1.ProtocolTCP}}}}},
+		Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: v1.ProtocolTCP}}}}},
 		Status: v1.PodStatus{
 			PodIP: ip, PodIPs: []v1.PodIP{{IP: ip}},
 			Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: st, LastTransitionTime: metav1.NewTime(at)}},
@@ -129,5 +129,42 @@ func TestUnknownNodeRetries(t *testing.T) {
 	w.Advance(4 * time.Second)
 	if n := count(c.Slices("default/web")); n != 1 {
 		t.Fatalf("%d endpoints after the backoff retry, want 1", n)
+	}
+}
+
+// kube-proxy's sample counts from the annotation (the Ready transition in
+// whole seconds), the true latency from the instant of the transition.
+func TestProgrammingLatency(t *testing.T) {
+	w := sim.New(t, sim.Config{})
+	w.Create(node("node-a"))
+	w.Create(service("web", map[string]string{"app": "web"}))
+	w.Create(pod("web-0", "10.0.0.1", "node-a", false, w.Clock.Now()))
+	c := New(w, Config{BatchPeriod: time.Second})
+	w.Subscribe(c)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Advance(10300 * time.Millisecond)
+	p := pod("web-0", "10.0.0.1", "node-a", true, w.Clock.Now().Truncate(time.Second))
+	cur, _ := w.Get("Pod", [2]string{"default", "web-0"})
+	p.ResourceVersion = cur.(*v1.Pod).ResourceVersion
+	if err := w.Update(p); err != nil {
+		t.Fatal(err)
+	}
+	w.Advance(5 * time.Second)
+	lat, ok := w.PodLatency("default/web-0")
+	if !ok {
+		t.Fatal("no pod latency")
+	}
+	// batch 1 s, then a sync (default runner: min interval 0, no cost).
+	if lat != time.Second {
+		t.Errorf("pod latency %v, want 1s", lat)
+	}
+	var got []time.Duration
+	for _, s := range w.ProgrammingSamples() {
+		got = append(got, s.Value)
+	}
+	if len(got) != 1 || got[0] != 1300*time.Millisecond {
+		t.Errorf("samples %v, want one of 1.3s", got)
 	}
 }
