@@ -139,6 +139,10 @@ func (d *decoder) validate(s *Scenario) {
 		d.validateProxy(v, &s.Proxy)
 	}
 
+	for _, c := range s.Controllers.Parts {
+		c.Validate(v)
+	}
+
 	// Objects cut out of a large file come first: they are the file's
 	// objects list, which the general path then found empty.
 	objects := d.decodeInline(s.inline)

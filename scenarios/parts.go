@@ -21,6 +21,7 @@ func coreActions() []func() Action {
 		func() Action { return &patchStep{} },
 		func() Action { return &churnStep{} },
 		func() Action { return &deleteStep{} },
+		func() Action { return &podReadyStep{} },
 		func() Action { return &restartStep{} },
 		func() Action { return &faultStep{} },
 	}
@@ -31,6 +32,7 @@ func coreExpectations() []func() Expectation {
 		func() Expectation { return &syncsExpect{} },
 		func() Expectation { return &latencyExpect{} },
 		func() Expectation { return &opsExpect{} },
+		func() Expectation { return &programmingExpect{} },
 	}
 }
 

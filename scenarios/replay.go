@@ -183,6 +183,9 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		w.Trace.Keep(opts.TraceKeep)
 	}
 	r.res = &Result{Scenario: s, Env: dp.Name(), Trace: w.Trace}
+	if err := attachControllers(s, w); err != nil {
+		return nil, err
+	}
 	for _, o := range s.Initial {
 		if err := w.Create(o.Obj); err != nil {
 			return nil, fmt.Errorf("%s: creating %s: %w", s.File, o.Key, err)

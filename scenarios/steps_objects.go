@@ -132,6 +132,9 @@ func (ds *deleteStep) Validate(v *Validator) {
 		return
 	}
 	v.d.validateRef(del.Kind, del.Namespace, del.Name, del.Src, v.known)
+	if del.GracePeriod != nil && del.Kind != "Pod" {
+		v.d.addAt(del.Src.At("gracePeriod"), "a grace period applies to Pods, not %s", del.Kind)
+	}
 	delete(v.known, KeyOf(del.Kind, del.Namespace, del.Name))
 	delete(v.state, KeyOf(del.Kind, del.Namespace, del.Name))
 }
@@ -142,6 +145,10 @@ func (ds *deleteStep) Do(r *Run) error {
 		return nil
 	}
 	ns := namespaceOf(d.Kind, d.Namespace)
+	if d.GracePeriod != nil && d.GracePeriod.D() > 0 {
+		r.Step("delete", KeyOf(d.Kind, ns, d.Name), "grace period "+d.GracePeriod.String())
+		return r.gracefulDelete(ns, d.Name, d.GracePeriod.D())
+	}
 	r.Step("delete", KeyOf(d.Kind, ns, d.Name), "")
 	return r.World().Delete(d.Kind, ns, d.Name)
 }

@@ -38,6 +38,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -86,6 +87,12 @@ type Controller struct {
 	written  map[string]*discovery.EndpointSlice            // what it last wrote, by ns/name
 	deleting map[string]bool                                // deletions it made and has not yet seen
 	syncs    int
+	// During a sync, its own writes come back at once (the world delivers
+	// them before the write returns); upstream records the API's reply in
+	// its tracker before its informer sees the event. So slice handlers
+	// update the cache at once but decide on requeues after the sync.
+	syncing  bool
+	deferred []func()
 }
 
 var _ sim.Consumer = (*Controller)(nil)
@@ -153,11 +160,22 @@ func (c *Controller) OnAdd(kind string, obj runtime.Object) error {
 		c.nodes[o.Name] = o
 	case *discovery.EndpointSlice:
 		c.putSlice(o)
-		if managed(o) && c.shouldSync(o) {
-			c.queueForSlice(o)
-		}
+		c.later(func() {
+			if managed(o) && c.shouldSync(o) {
+				c.queueForSlice(o)
+			}
+		})
 	}
 	return nil
+}
+
+// later runs f now, or after the current sync.
+func (c *Controller) later(f func()) {
+	if c.syncing {
+		c.deferred = append(c.deferred, f)
+		return
+	}
+	f()
 }
 
 func (c *Controller) OnUpdate(kind string, old, obj runtime.Object) error {
@@ -174,13 +192,15 @@ func (c *Controller) OnUpdate(kind string, old, obj runtime.Object) error {
 		prev := old.(*discovery.EndpointSlice)
 		c.dropSlice(prev)
 		c.putSlice(o)
-		switch {
-		case prev.Labels[discovery.LabelServiceName] != o.Labels[discovery.LabelServiceName]:
-			c.queueForSlice(prev)
-			c.queueForSlice(o)
-		case managed(prev) != managed(o), managed(o) && c.shouldSync(o):
-			c.queueForSlice(o)
-		}
+		c.later(func() {
+			switch {
+			case prev.Labels[discovery.LabelServiceName] != o.Labels[discovery.LabelServiceName]:
+				c.queueForSlice(prev)
+				c.queueForSlice(o)
+			case managed(prev) != managed(o), managed(o) && c.shouldSync(o):
+				c.queueForSlice(o)
+			}
+		})
 	}
 	return nil
 }
@@ -199,14 +219,16 @@ func (c *Controller) OnDelete(kind string, obj runtime.Object) error {
 		delete(c.nodes, o.Name)
 	case *discovery.EndpointSlice:
 		c.dropSlice(o)
-		k := key(o.Namespace, o.Name)
-		_, tracked := c.written[k]
-		delete(c.written, k)
-		if c.deleting[k] {
-			delete(c.deleting, k)
-		} else if managed(o) && tracked {
-			c.queueForSlice(o)
-		}
+		c.later(func() {
+			k := key(o.Namespace, o.Name)
+			_, tracked := c.written[k]
+			delete(c.written, k)
+			if c.deleting[k] {
+				delete(c.deleting, k)
+			} else if managed(o) && tracked {
+				c.queueForSlice(o)
+			}
+		})
 	}
 	return nil
 }
@@ -323,8 +345,8 @@ func (c *Controller) shouldSync(s *discovery.EndpointSlice) bool {
 	if !ok {
 		return true
 	}
-	return !reflect.DeepEqual(w.Endpoints, s.Endpoints) || !reflect.DeepEqual(w.Ports, s.Ports) ||
-		w.AddressType != s.AddressType || !reflect.DeepEqual(w.Labels, s.Labels)
+	eq := apiequality.Semantic.DeepEqual
+	return !eq(w.Endpoints, s.Endpoints) || !eq(w.Ports, s.Ports) || w.AddressType != s.AddressType || !eq(w.Labels, s.Labels)
 }
 
 func (c *Controller) wrote(op string, s *discovery.EndpointSlice) {
@@ -380,6 +402,15 @@ func (c *Controller) dropSlice(s *discovery.EndpointSlice) {
 // syncService is upstream's syncService for one key.
 func (c *Controller) syncService(k string) error {
 	c.syncs++
+	c.syncing = true
+	defer func() {
+		c.syncing = false
+		d := c.deferred
+		c.deferred = nil
+		for _, f := range d {
+			f()
+		}
+	}()
 	ns, name, _ := cache.SplitMetaNamespaceKey(k)
 	svc, ok := c.services[k]
 	if !ok {

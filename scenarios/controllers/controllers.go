@@ -1,0 +1,68 @@
+// Package controllers plugs proxysim's Kubernetes controllers into the
+// scenario format: importing it registers the keys of the top-level
+// controllers mapping (docs/scenario-format.md, "controllers"):
+//
+//	controllers:
+//	  endpointSlice: {batchPeriod: 1s, maxEndpointsPerSlice: 100, workers: 5}
+//
+// A new controller is one more part registered here, with its own key.
+package controllers
+
+import (
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
+)
+
+func init() {
+	scenarios.RegisterController(func() scenarios.Controller { return &endpointSlicePart{} })
+}
+
+// EndpointSlice are the EndpointSlice controller's flags.
+type EndpointSlice struct {
+	// BatchPeriod is --endpointslice-updates-batch-period (default 0).
+	BatchPeriod *scenarios.Duration `yaml:"batchPeriod"`
+	// MaxEndpointsPerSlice is --max-endpoints-per-slice (default 100,
+	// 1 to 1000).
+	MaxEndpointsPerSlice *int `yaml:"maxEndpointsPerSlice"`
+	// Workers is --concurrent-service-endpoint-syncs (default 5, 1 to 50).
+	Workers *int `yaml:"workers"`
+	Src     scenarios.Src
+}
+
+type endpointSlicePart struct {
+	EndpointSlice *EndpointSlice `yaml:"endpointSlice"`
+}
+
+func (p *endpointSlicePart) Validate(v *scenarios.Validator) {
+	e := p.EndpointSlice
+	if e == nil {
+		return
+	}
+	// The ranges kube-controller-manager's flag validation enforces
+	// (cmd/kube-controller-manager/app/options/endpointslicecontroller.go).
+	if m := e.MaxEndpointsPerSlice; m != nil && (*m < 1 || *m > 1000) {
+		v.Errorf(e.Src.At("maxEndpointsPerSlice"), "want 1 to 1000, got %d", *m)
+	}
+	if n := e.Workers; n != nil && (*n < 1 || *n > 50) {
+		v.Errorf(e.Src.At("workers"), "want 1 to 50, got %d", *n)
+	}
+}
+
+func (p *endpointSlicePart) Attach(w *sim.World) error {
+	e := p.EndpointSlice
+	if e == nil {
+		return nil
+	}
+	var cfg endpointslice.Config
+	if e.BatchPeriod != nil {
+		cfg.BatchPeriod = e.BatchPeriod.D()
+	}
+	if e.MaxEndpointsPerSlice != nil {
+		cfg.MaxEndpointsPerSlice = *e.MaxEndpointsPerSlice
+	}
+	if e.Workers != nil {
+		cfg.Workers = *e.Workers
+	}
+	return w.Subscribe(endpointslice.New(w, cfg))
+}
