@@ -19,6 +19,8 @@ var scenarioFeatures = []string{
 	"connections.result", "connections.server", "connections.state",
 	"connections.latencyAtLeast", "connections.latencyAtMost",
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
+	"controllers.endpointSlice", "podReady", "delete.gracePeriod", "latency.pod",
+	"programmingLatency.count", "programmingLatency.p50", "programmingLatency.p99", "programmingLatency.max",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -59,6 +61,9 @@ func featuresOf(s *Scenario) map[string]bool {
 			used[k] = true
 		}
 	}
+	for _, k := range keys(get(root, "controllers")) {
+		used["controllers."+k] = true
+	}
 	timeline := get(root, "timeline")
 	if timeline == nil {
 		return used
@@ -66,8 +71,11 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close":
+			case "apply", "update", "delete", "churn", "connect", "close", "podReady":
 				used[k] = true
+				if k == "delete" && get(get(st, k), "gracePeriod") != nil {
+					used["delete.gracePeriod"] = true
+				}
 			case "restart":
 				used[k] = get(st, k).Value == "true"
 			case "patch":
@@ -85,7 +93,7 @@ func featuresOf(s *Scenario) map[string]bool {
 		e := get(st, "expect")
 		for _, k := range keys(e) {
 			switch k {
-			case "syncs", "dataplaneOps", "latency":
+			case "syncs", "dataplaneOps", "latency", "programmingLatency":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
 				}
