@@ -22,6 +22,7 @@ func coreActions() []func() Action {
 		func() Action { return &churnStep{} },
 		func() Action { return &deleteStep{} },
 		func() Action { return &podReadyStep{} },
+		func() Action { return &rolloutStep{} },
 		func() Action { return &restartStep{} },
 		func() Action { return &faultStep{} },
 	}
@@ -33,6 +34,7 @@ func coreExpectations() []func() Expectation {
 		func() Expectation { return &latencyExpect{} },
 		func() Expectation { return &opsExpect{} },
 		func() Expectation { return &programmingExpect{} },
+		func() Expectation { return &writesExpect{} },
 	}
 }
 

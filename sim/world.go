@@ -129,6 +129,8 @@ type World struct {
 
 	// prog follows network programming latency (see programming.go).
 	prog programming
+	// writesBy holds the instants of each named writer's writes.
+	writesBy map[string][]time.Duration
 }
 
 // subscription is one consumer and its informers.
@@ -586,6 +588,12 @@ func (w *World) afterWrite(k *kind, op, namespace, name string, err error) error
 	if err != nil {
 		return err
 	}
+	if by != "" {
+		if w.writesBy == nil {
+			w.writesBy = map[string][]time.Duration{}
+		}
+		w.writesBy[by] = append(w.writesBy[by], w.Now())
+	}
 	// Its propagation latency counts from the API write even if the proxy
 	// hears of it later; a kind the proxy does not watch has none (and would
 	// only grow the map).
@@ -713,3 +721,7 @@ func (w *World) deliver(d delivery) {
 		w.Trace.Add(e)
 	}
 }
+
+// Writes lists the instants of the writes a consumer or named writer made
+// (see As), in order.
+func (w *World) Writes(by string) []time.Duration { return w.writesBy[by] }

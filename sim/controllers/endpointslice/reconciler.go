@@ -454,11 +454,16 @@ func samePlaceholder(s, ph *discovery.EndpointSlice) bool {
 	if s.AddressType != ph.AddressType || len(s.Endpoints) != 0 || len(s.Ports) != 0 || s.Namespace != ph.Namespace {
 		return false
 	}
-	if len(s.Labels) != len(ph.Labels) {
-		return false
-	}
+	// Labels compare by lookup, as upstream's do: a label with an empty
+	// value equals no label (so an old placeholder without the headless
+	// label still matches).
 	for k, v := range ph.Labels {
-		if w, ok := s.Labels[k]; !ok || w != v {
+		if s.Labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range s.Labels {
+		if ph.Labels[k] != v {
 			return false
 		}
 	}
