@@ -19,7 +19,7 @@ var scenarioFeatures = []string{
 	"connections.result", "connections.server", "connections.state",
 	"connections.latencyAtLeast", "connections.latencyAtMost",
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
-	"controllers.endpointSlice", "podReady", "delete.gracePeriod", "latency.pod",
+	"controllers.endpointSlice", "podReady", "rollingUpdate", "writes.count", "writes.atLeast", "writes.atMost", "delete.gracePeriod", "latency.pod",
 	"programmingLatency.count", "programmingLatency.p50", "programmingLatency.p99", "programmingLatency.max",
 }
 
@@ -71,7 +71,7 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close", "podReady":
+			case "apply", "update", "delete", "churn", "connect", "close", "podReady", "rollingUpdate":
 				used[k] = true
 				if k == "delete" && get(get(st, k), "gracePeriod") != nil {
 					used["delete.gracePeriod"] = true
@@ -93,7 +93,7 @@ func featuresOf(s *Scenario) map[string]bool {
 		e := get(st, "expect")
 		for _, k := range keys(e) {
 			switch k {
-			case "syncs", "dataplaneOps", "latency", "programmingLatency":
+			case "syncs", "dataplaneOps", "latency", "programmingLatency", "writes":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
 				}

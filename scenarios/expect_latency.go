@@ -91,11 +91,41 @@ func (v *Validator) everPod(s string) bool {
 	k, _ := podKey(s)
 	ns, name, _ := strings.Cut(k, "/")
 	key := KeyOf("Pod", ns, name)
-	seen := v.Scratch("pods-ever", func() any { return map[string]bool{} }).(map[string]bool)
-	for o := range v.known {
-		if strings.HasPrefix(o, "Pod ") {
-			seen[o] = true
+	return v.known[key] || v.gone()[key]
+}
+
+// gone holds the objects deleted so far in the timeline.
+func (v *Validator) gone() map[string]bool {
+	return v.Scratch("gone", func() any { return map[string]bool{} }).(map[string]bool)
+}
+
+// forget marks an object deleted at this point of the timeline.
+func (v *Validator) forget(key string) {
+	if v.known[key] {
+		v.gone()[key] = true
+	}
+	delete(v.known, key)
+	delete(v.state, key)
+}
+
+// forgetAt marks an object deleted from the instant at (a pod's graceful
+// deletion ends then); steps from then on no longer see it.
+func (v *Validator) forgetAt(key string, at Duration) {
+	v.Scratch("leaving", func() any { return map[string]Duration{} }).(map[string]Duration)[key] = at
+}
+
+// expire forgets the objects whose graceful deletion has ended by the
+// current step.
+func (v *Validator) expire() {
+	now, ok := v.At()
+	if !ok {
+		return
+	}
+	leaving := v.Scratch("leaving", func() any { return map[string]Duration{} }).(map[string]Duration)
+	for k, at := range leaving {
+		if at <= now {
+			v.forget(k)
+			delete(leaving, k)
 		}
 	}
-	return seen[key]
 }

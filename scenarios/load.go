@@ -165,6 +165,7 @@ func (d *decoder) validate(s *Scenario) {
 		st := &s.Timeline[i]
 		p := fmt.Sprintf("timeline[%d]", i)
 		v.at, v.path = st.At, p
+		v.expire()
 		if st.At == nil {
 			d.addAt(st.Src.At("at"), "required: the step's virtual instant, such as 1.5s")
 		} else {

@@ -135,8 +135,14 @@ func (ds *deleteStep) Validate(v *Validator) {
 	if del.GracePeriod != nil && del.Kind != "Pod" {
 		v.d.addAt(del.Src.At("gracePeriod"), "a grace period applies to Pods, not %s", del.Kind)
 	}
-	delete(v.known, KeyOf(del.Kind, del.Namespace, del.Name))
-	delete(v.state, KeyOf(del.Kind, del.Namespace, del.Name))
+	key := KeyOf(del.Kind, del.Namespace, del.Name)
+	if at, ok := v.At(); ok && del.GracePeriod != nil && del.GracePeriod.D() > 0 && del.Kind == "Pod" {
+		if end, ok := addInstant(at, *del.GracePeriod); ok {
+			v.forgetAt(key, end)
+			return
+		}
+	}
+	v.forget(key)
 }
 
 func (ds *deleteStep) Do(r *Run) error {

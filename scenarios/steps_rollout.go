@@ -77,8 +77,7 @@ func (rs *rolloutStep) Validate(v *Validator) {
 			v.Errorf(ru.Src.At("from"), "no %s at this point", old)
 			break
 		}
-		delete(v.known, old)
-		delete(v.state, old)
+		v.forget(old)
 	}
 	for i := 0; i < ru.Replicas; i++ {
 		n := KeyOf("Pod", ru.Namespace, fmt.Sprintf("%s-%d", ru.To, i))
