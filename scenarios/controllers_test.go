@@ -50,7 +50,7 @@ func TestControllerReplaysAreByteIdentical(t *testing.T) {
 	want := map[string][]byte{}
 	for _, s := range files {
 		want[s.Name] = trace(s)
-		if !bytes.Contains(want[s.Name], []byte(`"why":"endpointslice-controller"`)) {
+		if !bytes.Contains(want[s.Name], []byte(`"why":"endpointslice-controller"`)) && !bytes.Contains(want[s.Name], []byte(`"why":"endpoint-controller"`)) {
 			t.Fatalf("%s: the controller wrote nothing", s.Name)
 		}
 	}

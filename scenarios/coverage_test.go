@@ -19,7 +19,7 @@ var scenarioFeatures = []string{
 	"connections.result", "connections.server", "connections.state",
 	"connections.latencyAtLeast", "connections.latencyAtMost",
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
-	"controllers.endpointSlice", "podReady", "rollingUpdate", "writes.count", "writes.atLeast", "writes.atMost", "delete.gracePeriod", "latency.pod",
+	"controllers.endpointSlice", "controllers.endpoints", "endpoints", "podReady", "rollingUpdate", "writes.count", "writes.atLeast", "writes.atMost", "delete.gracePeriod", "latency.pod",
 	"programmingLatency.count", "programmingLatency.p50", "programmingLatency.p99", "programmingLatency.max",
 }
 

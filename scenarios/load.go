@@ -122,7 +122,7 @@ func lineKey(line int) int {
 }
 
 // Kinds of objects a scenario may name.
-var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true}
+var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true, "Endpoints": true}
 
 func (d *decoder) validate(s *Scenario) {
 	if strings.TrimSpace(s.Name) == "" {

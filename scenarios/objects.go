@@ -118,6 +118,11 @@ func defaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, s
 		return KeyOf("Pod", t.Namespace, t.Name), validatePod(t), true
 	case *v1.Node:
 		return KeyOf("Node", "", t.Name), validateNode(t), true
+	case *v1.Endpoints:
+		if t.Namespace == "" {
+			t.Namespace = "default"
+		}
+		return KeyOf("Endpoints", t.Namespace, t.Name), validateEndpoints(t), true
 	}
 	return "", nil, false
 }

@@ -35,6 +35,7 @@ func coreExpectations() []func() Expectation {
 		func() Expectation { return &opsExpect{} },
 		func() Expectation { return &programmingExpect{} },
 		func() Expectation { return &writesExpect{} },
+		func() Expectation { return &endpointsExpect{} },
 	}
 }
 

@@ -4,6 +4,7 @@
 //
 //	controllers:
 //	  endpointSlice: {batchPeriod: 1s, maxEndpointsPerSlice: 100, workers: 5}
+//	  endpoints: {batchPeriod: 0s, workers: 5}
 //
 // A new controller is one more part registered here, with its own key.
 package controllers
@@ -11,11 +12,13 @@ package controllers
 import (
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/controllers/endpoints"
 	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
 )
 
 func init() {
 	scenarios.RegisterController(func() scenarios.Controller { return &endpointSlicePart{} })
+	scenarios.RegisterController(func() scenarios.Controller { return &endpointsPart{} })
 }
 
 // EndpointSlice are the EndpointSlice controller's flags.
@@ -65,4 +68,42 @@ func (p *endpointSlicePart) Attach(w *sim.World) error {
 		cfg.Workers = *e.Workers
 	}
 	return w.Subscribe(endpointslice.New(w, cfg))
+}
+
+// Endpoints are the legacy Endpoints controller's flags.
+type Endpoints struct {
+	// BatchPeriod is --endpoint-updates-batch-period (default 0).
+	BatchPeriod *scenarios.Duration `yaml:"batchPeriod"`
+	// Workers is --concurrent-endpoint-syncs (default 5, 1 to 50).
+	Workers *int `yaml:"workers"`
+	Src     scenarios.Src
+}
+
+type endpointsPart struct {
+	Endpoints *Endpoints `yaml:"endpoints"`
+}
+
+func (p *endpointsPart) Validate(v *scenarios.Validator) {
+	e := p.Endpoints
+	if e == nil {
+		return
+	}
+	if n := e.Workers; n != nil && (*n < 1 || *n > 50) {
+		v.Errorf(e.Src.At("workers"), "want 1 to 50, got %d", *n)
+	}
+}
+
+func (p *endpointsPart) Attach(w *sim.World) error {
+	e := p.Endpoints
+	if e == nil {
+		return nil
+	}
+	var cfg endpoints.Config
+	if e.BatchPeriod != nil {
+		cfg.BatchPeriod = e.BatchPeriod.D()
+	}
+	if e.Workers != nil {
+		cfg.Workers = *e.Workers
+	}
+	return w.Subscribe(endpoints.New(w, cfg))
 }
