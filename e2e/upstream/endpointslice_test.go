@@ -17,11 +17,16 @@ package upstream
 //     deletes (after finalize's create+delete pairing),
 //   - the placeholder: an empty slice exists in one iff in the other,
 //   - no slice over the maximum, in either,
-//   - the error (a pod on an unknown node) in one iff in the other.
+//   - the error (a pod on an unknown node) in one iff in the other,
+//   - the labels and owners of every slice, and that exactly the slices
+//     written carry this step's trigger time (which ones is upstream's
+//     choice among equals).
 // Upstream's result then becomes the next step's input. The fake clientset
 // ignores generateName, so a create reactor names slices as the API server
-// would (as upstream's own controller tests do); it also fills in kind and apiVersion, which
-// objects from a real informer lack, so listSlices clears them.
+// would (as upstream's own controller tests do); it also fills in kind and
+// apiVersion, which objects from a real informer lack, so listSlices clears
+// them. The maximum per slice only grows within a sequence: neither
+// reconciler rebalances, so a smaller one would leave slices over it.
 
 import (
 	"context"
