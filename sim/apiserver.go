@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +44,9 @@ func (w *World) admit(k *kind, obj runtime.Object, cur runtime.Object) runtime.O
 	if !needName && !needUID && !needTime {
 		return obj
 	}
-	cp := copyObject(obj)
+	// A shallow copy is enough: only metadata scalars change, and the store
+	// deep-copies what it keeps.
+	cp := shallowCopy(obj)
 	m = cp.(Object)
 	if needName {
 		m.SetName(w.generateName(k, m.GetNamespace(), m.GetGenerateName()))
@@ -96,4 +99,13 @@ func (w *World) generateName(k *kind, namespace, base string) string {
 func zeroTime(m Object) bool {
 	t := m.GetCreationTimestamp()
 	return t.IsZero()
+}
+
+// shallowCopy copies the object's top-level struct (its ObjectMeta by
+// value), sharing slices, maps and pointers with obj.
+func shallowCopy(obj runtime.Object) runtime.Object {
+	v := reflect.ValueOf(obj).Elem()
+	cp := reflect.New(v.Type())
+	cp.Elem().Set(v)
+	return cp.Interface().(runtime.Object)
 }

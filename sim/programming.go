@@ -91,15 +91,21 @@ func (w *World) programmingSlice(old, obj runtime.Object, remove bool) {
 	if old != nil && identical(old, obj) {
 		return // kube-proxy's tracker sees no change
 	}
-	key := s.Namespace + "/" + svc
 	if remove {
-		delete(p.pending, key)
+		if len(p.pending) > 0 {
+			delete(p.pending, s.Namespace+"/"+svc)
+		}
 		return
 	}
-	t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1.EndpointsLastChangeTriggerTime])
+	ann, ok := s.Annotations[v1.EndpointsLastChangeTriggerTime]
+	if !ok {
+		return
+	}
+	t, err := time.Parse(time.RFC3339Nano, ann)
 	if err != nil || t.IsZero() || !t.After(p.start) {
 		return
 	}
+	key := s.Namespace + "/" + svc
 	p.pending[key] = append(p.pending[key], t)
 }
 
@@ -120,7 +126,11 @@ func (p *programming) count(s *discovery.EndpointSlice, d int) {
 // carries.
 func (w *World) programmingStart(n int) {
 	p := &w.prog
-	p.taken, p.pending = p.pending, map[string][]time.Time{}
+	if len(p.pending) == 0 {
+		p.taken = nil
+	} else {
+		p.taken, p.pending = p.pending, map[string][]time.Time{}
+	}
 	for k, c := range p.pods {
 		if !c.done && c.carried == 0 && (p.view[k] > 0) == c.ready {
 			c.carried = n
