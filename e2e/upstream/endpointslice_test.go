@@ -9,19 +9,23 @@ package upstream
 // good slices it fills vary from run to run. The numbers of creates, updates
 // and deletes of one reconcile follow from its input alone. So each step
 // hands both reconcilers the SAME input (the Service, the pods, the nodes
-// and upstream's current slices, deep-copied) and compares, after
+// and the current slices, deep-copied) and compares, after
 // normalising (endpoints as a sorted set per address type and port set,
 // ports sorted, slice names and order ignored):
 //   - the resulting endpoints per address type and port set,
-//   - the number of slices per address type, and of creates, updates and
-//     deletes (after finalize's create+delete pairing),
+//   - the number of slices per address type and port set, and their sizes
+//     (upstream fills the fullest slices first and the closest fit, so the
+//     sizes do not depend on its map order), and the numbers of creates,
+//     updates and deletes (after finalize's create+delete pairing),
 //   - the placeholder: an empty slice exists in one iff in the other,
 //   - no slice over the maximum, in either,
 //   - the error (a pod on an unknown node) in one iff in the other,
 //   - the labels and owners of every slice, and that exactly the slices
 //     written carry this step's trigger time (which ones is upstream's
 //     choice among equals).
-// Upstream's result then becomes the next step's input. The fake clientset
+// Our result becomes the next step's input (upstream's own would carry its
+// map order into the next step and make the sequences vary from run to
+// run); upstream gets it through a fresh fake clientset. The fake clientset
 // ignores generateName, so a create reactor names slices as the API server
 // would (as upstream's own controller tests do); it also fills in kind and
 // apiVersion, which objects from a real informer lack, so listSlices clears
@@ -298,10 +302,10 @@ func (w *sliceWorld) nodeLister() corelisters.NodeLister {
 
 // upstreamClient is a fake clientset that names slices by generateName and
 // sets generation 1 on create, as the API server does.
-func upstreamClient() *fake.Clientset {
+func upstreamClient(objs ...runtime.Object) *fake.Clientset {
 	// NewSimpleClientset, not NewClientset: the latter builds a REST mapper
 	// for its field manager on every create, which made this test 10x slower.
-	c := fake.NewSimpleClientset() //nolint:staticcheck // see above
+	c := fake.NewSimpleClientset(objs...) //nolint:staticcheck // see above
 	n := 0
 	c.PrependReactor("create", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		s := a.(k8stesting.CreateAction).GetObject().(*discovery.EndpointSlice)
@@ -338,13 +342,13 @@ func listSlices(c *fake.Clientset) ([]*discovery.EndpointSlice, error) {
 type memWriter struct {
 	slices                 map[string]*discovery.EndpointSlice
 	creates, updates, dels int
-	n                      int
+	n, step                int // names are unique within a sequence
 }
 
 func (m *memWriter) Create(s *discovery.EndpointSlice) (string, error) {
 	m.n++
 	cp := s.DeepCopy()
-	cp.Name = fmt.Sprintf("%sours%04d", s.GenerateName, m.n)
+	cp.Name = fmt.Sprintf("%sours%02d-%04d", s.GenerateName, m.step, m.n)
 	m.slices[cp.Name] = cp
 	m.creates++
 	return cp.Name, nil
@@ -373,30 +377,34 @@ type writeCounts struct{ creates, updates, deletes int }
 
 func compareSliceSequence(seed int64, steps int) error {
 	w := newSliceWorld(seed)
-	kc := upstreamClient()
 	var counts writeCounts
-	kc.PrependReactor("*", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		switch a.GetVerb() {
-		case "create":
-			counts.creates++
-		case "update":
-			counts.updates++
-		case "delete":
-			counts.deletes++
-		}
-		return false, nil, nil
-	})
 	logger := klog.Background()
+	// Each step's input is our previous result: deterministic, so the
+	// whole comparison is (upstream's result, which depends on map order,
+	// is only compared, never carried on).
+	var existing []*discovery.EndpointSlice
 	for st := 0; st < steps; st++ {
 		if st > 0 {
 			w.step()
 		}
-		existing, err := listSlices(kc)
-		if err != nil {
-			return err
+		var seeded []runtime.Object
+		for _, s := range existing {
+			seeded = append(seeded, s.DeepCopy())
 		}
+		kc := upstreamClient(seeded...)
+		kc.PrependReactor("*", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			switch a.GetVerb() {
+			case "create":
+				counts.creates++
+			case "update":
+				counts.updates++
+			case "delete":
+				counts.deletes++
+			}
+			return false, nil, nil
+		})
 		// Ours, on a copy of the same input.
-		mw := &memWriter{slices: map[string]*discovery.EndpointSlice{}}
+		mw := &memWriter{slices: map[string]*discovery.EndpointSlice{}, step: st}
 		var input []*discovery.EndpointSlice
 		for _, s := range existing {
 			mw.slices[s.Name] = s.DeepCopy()
@@ -477,6 +485,7 @@ func compareSliceSequence(seed int64, steps int) error {
 		if len(w.svc.Spec.IPFamilies) != 1 {
 			esCoverage.dual++
 		}
+		existing = got
 	}
 	return nil
 }
@@ -496,6 +505,7 @@ func sortedNames(m map[string]*discovery.EndpointSlice) []string {
 func normalise(sl []*discovery.EndpointSlice) string {
 	type group struct {
 		slices int
+		sizes  []int
 		eps    []string
 	}
 	byType := map[string]*group{}
@@ -517,6 +527,7 @@ func normalise(sl []*discovery.EndpointSlice) string {
 			byType[k] = g
 		}
 		g.slices++
+		g.sizes = append(g.sizes, len(s.Endpoints))
 		for _, e := range s.Endpoints {
 			g.eps = append(g.eps, endpointString(e))
 		}
@@ -534,7 +545,8 @@ func normalise(sl []*discovery.EndpointSlice) string {
 	var out []string
 	for k, g := range byType {
 		sort.Strings(g.eps)
-		out = append(out, fmt.Sprintf("%s: %d slices\n    %s", k, g.slices, strings.Join(g.eps, "\n    ")))
+		sort.Ints(g.sizes)
+		out = append(out, fmt.Sprintf("%s: %d slices of %v\n    %s", k, g.slices, g.sizes, strings.Join(g.eps, "\n    ")))
 	}
 	sort.Strings(out)
 	sort.Strings(meta)
