@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream build e2e-vm vm-kill-test e2e-netns ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host ci
 
 all: vet test
 
@@ -64,13 +64,32 @@ vm-kill-test:
 e2e-netns:
 	$(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=kernel -ginkgo.v
 
-## upstream: the trackers side by side with kube-proxy's own (a separate module)
+## e2e-host: the real-kernel specs that need no ip_vs (label host-kernel):
+## iptables (both backends) and nftables on this host's kernel, in throwaway
+## namespaces (root; installs the tools; fails, never skips, when it cannot run)
+e2e-host:
+	@[ "$$(id -u)" = 0 ] || { echo "make e2e-host needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
+
+## upstream: the trackers and the iptables proxier side by side with
+## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES
 upstream:
-	cd e2e/upstream && $(GO) test -count=1 -timeout 30m ./... -args -sequences $(SEQUENCES) -es-sequences $(ES_SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -v ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
 
 SEQUENCES ?= 10000
+IPT_SEQUENCES ?= $(SEQUENCES)
 # EndpointSlice reconciler vs k8s.io/endpointslice: 10,000 sequences of 12
 # steps took 2m14s (101s of CPU) on a loaded 2-core machine.
 ES_SEQUENCES ?= 10000
+
+## upstream-nftables: kube-proxy v1.36's nftables proxier side by side with proxysim's, each on a
+## knftables.Fake (kube-proxy's is constructed in a user+network namespace: needs nft and unshare)
+upstream-nftables:
+	bash netns/hostdeps.sh
+	cd e2e/upstream && $(GO) test -count=1 -run TestNFTablesMatchesKubeProxy -v . -args -nft-sequences $(NFT_SEQUENCES) -seed $(SEED)
+
+NFT_SEQUENCES ?= 1000
+SEED ?= 1
 
 ci: vet test race fuzz upstream

@@ -9,8 +9,10 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/controllers"  // the Kubernetes controllers
+	_ "github.com/proxysim/proxysim/scenarios/ingressnginx" // the ingress-nginx controller
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode" // the nftables mode
 )
 
 // describe renders a result's failures the way the CLI does, so that a

@@ -662,12 +662,17 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		reuse := f.sysctlValue(ipvs.SysctlConnReuseMode)
 		nodest := f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1
 		oldCT := f.usesOldConntrack()
-		if reuse != 0 && proto == "TCP" {
+		// From 5.9 (ip_vs_in after "ipvs: allow connection reuse for
+		// unconfirmed conntrack") a quiescent destination with
+		// expire_nodest_conn reschedules whatever conn_reuse_mode says;
+		// before, both rules sat under conn_reuse_mode != 0.
+		nodestFirst := f.kernel.AtLeast(5, 9)
+		if proto == "TCP" && (reuse != 0 || nodestFirst) {
 			resched := false
 			switch {
 			case nodest && old.dest.available && old.dest.rs.Weight == 0:
 				resched = true
-			case old.template == nil && old.state == "TIME_WAIT":
+			case reuse != 0 && old.template == nil && old.state == "TIME_WAIT":
 				resched = true
 			}
 			if resched {
@@ -841,5 +846,9 @@ func (f *IPVS) Conn(name string) (ipvs.ConnInfo, bool) {
 	if !ok {
 		return ipvs.ConnInfo{State: "GONE"}, false
 	}
-	return ipvs.ConnInfo{Server: c.dest.rs.Key(), State: c.state}, true
+	info := ipvs.ConnInfo{Server: c.dest.rs.Key(), State: c.state}
+	if !c.expires.IsZero() {
+		info.Expires = c.expires.Sub(f.now())
+	}
+	return info, true
 }

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	vnetns "github.com/vishvananda/netns"
@@ -32,14 +34,15 @@ func (n *Namespace) Path() string { return filepath.Join(runDir, n.Name) }
 // Handle is the namespace's file descriptor.
 func (n *Namespace) Handle() vnetns.NsHandle { return n.handle }
 
-// Create makes a new named namespace (Prefix + role + random suffix) with its
-// loopback up. The calling goroutine's namespace is unchanged.
+// Create makes a new named namespace (Prefix + role + this process's ID +
+// random suffix) with its loopback up. The calling goroutine's namespace is
+// unchanged.
 func Create(role string) (*Namespace, error) {
 	var suffix [4]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
 		return nil, err
 	}
-	name := Prefix + role + "-" + hex.EncodeToString(suffix[:])
+	name := fmt.Sprintf("%s%s-%d-%s", Prefix, role, os.Getpid(), hex.EncodeToString(suffix[:]))
 	var h vnetns.NsHandle
 	err := onFreshThread(func() error {
 		var err error
@@ -112,7 +115,8 @@ func (n *Namespace) Close() error {
 }
 
 // Sweep removes every namespace a previous run left behind (recognised by
-// Prefix) and reports their names.
+// Prefix) and reports their names. Namespaces of another process that is
+// still running are its own and stay: runs may overlap on one host.
 func Sweep() ([]string, error) {
 	entries, err := os.ReadDir(runDir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -124,7 +128,7 @@ func Sweep() ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), Prefix) {
+		if !strings.HasPrefix(e.Name(), Prefix) || ownedByAnotherLiveProcess(e.Name()) {
 			continue
 		}
 		if err := vnetns.DeleteNamed(e.Name()); err != nil {
@@ -134,6 +138,21 @@ func Sweep() ([]string, error) {
 		removed = append(removed, e.Name())
 	}
 	return removed, errors.Join(errs...)
+}
+
+// ownedByAnotherLiveProcess reads the process ID in a namespace's name
+// (see Create) and reports whether that process is another one, alive.
+func ownedByAnotherLiveProcess(name string) bool {
+	f := strings.Split(name, "-")
+	if len(f) < 3 {
+		return false
+	}
+	pid, err := strconv.Atoi(f[len(f)-2])
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Privileged reports whether this process can create network namespaces.

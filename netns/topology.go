@@ -34,6 +34,9 @@ type Topology struct {
 
 	mu    sync.Mutex
 	conns map[string]*clientConn
+	// closed are connections closed or reset from the client: their IPVS
+	// entries live on until they expire, and Conn still finds them.
+	closed map[string]*clientConn
 }
 
 // ClientIPs are the addresses the client namespace has.
@@ -75,7 +78,7 @@ func NewTopology(t testing.TB, backends int) *Topology {
 
 // BuildTopology builds a topology with n backends; Destroy removes it.
 func BuildTopology(n int) (topo *Topology, err error) {
-	topo = &Topology{ConnectTimeout: 5 * time.Second, conns: map[string]*clientConn{}}
+	topo = &Topology{ConnectTimeout: 5 * time.Second, conns: map[string]*clientConn{}, closed: map[string]*clientConn{}}
 	defer func() {
 		if err != nil {
 			topo.Destroy()
@@ -280,6 +283,7 @@ func (t *Topology) take(name string) (*clientConn, error) {
 		return nil, fmt.Errorf("no connection named %q", name)
 	}
 	delete(t.conns, name)
+	t.closed[name] = c
 	return c, nil
 }
 
@@ -342,6 +346,9 @@ func (t *Topology) Ping(name string, timeout time.Duration) error {
 func (t *Topology) Conn(name string) (ipvs.ConnInfo, bool) {
 	t.mu.Lock()
 	c, ok := t.conns[name]
+	if !ok {
+		c, ok = t.closed[name]
+	}
 	t.mu.Unlock()
 	if !ok {
 		return ipvs.ConnInfo{State: "GONE"}, false
@@ -352,7 +359,7 @@ func (t *Topology) Conn(name string) (ipvs.ConnInfo, bool) {
 	}
 	for _, e := range entries {
 		if e.Client == c.client && e.Service == c.svc {
-			return ipvs.ConnInfo{Server: e.Server, State: e.State}, true
+			return ipvs.ConnInfo{Server: e.Server, State: e.State, Expires: e.Expires}, true
 		}
 	}
 	return ipvs.ConnInfo{State: "GONE"}, false
@@ -361,6 +368,7 @@ func (t *Topology) Conn(name string) (ipvs.ConnInfo, bool) {
 // ConnEntry is one line of /proc/net/ip_vs_conn.
 type ConnEntry struct {
 	Protocol, Client, Service, Server, State string
+	Expires                                  time.Duration
 }
 
 // IPVSConns reads the node's IPVS connection table.
@@ -376,7 +384,11 @@ func (t *Topology) IPVSConns() ([]ConnEntry, error) {
 			if len(f) < 8 {
 				continue
 			}
-			out = append(out, ConnEntry{Protocol: f[0], Client: hexAddr(f[1], f[2]), Service: hexAddr(f[3], f[4]), Server: hexAddr(f[5], f[6]), State: f[7]})
+			e := ConnEntry{Protocol: f[0], Client: hexAddr(f[1], f[2]), Service: hexAddr(f[3], f[4]), Server: hexAddr(f[5], f[6]), State: f[7]}
+			if len(f) > 8 {
+				e.Expires = expiresOf(f[8])
+			}
+			out = append(out, e)
 		}
 		return nil
 	})

@@ -21,6 +21,20 @@ var scenarioFeatures = []string{
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
 	"controllers.endpointSlice", "controllers.endpoints", "endpoints", "podReady", "rollingUpdate", "writes.count", "writes.atLeast", "writes.atMost", "delete.gracePeriod", "latency.pod",
 	"programmingLatency.count", "programmingLatency.p50", "programmingLatency.p99", "programmingLatency.max",
+	// The ingress-nginx controller (scenarios/ingressnginx).
+	"ingressChurn", "fault.ingressReloadFailures", "fault.ingressPostFailures",
+	"reloads.count", "reloads.at", "dynamicUpdates.count", "dynamicUpdates.at", "ingressBackends",
+	"ingressLatency.exact", "ingressLatency.max", "ingressLatency.samples", "ingressMetrics",
+	// the runner's vocabulary
+	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step",
+	"nextRun.at", "nextRun.reason", "nextRun.none",
+	// the operator's vocabulary (IPVS mode)
+	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
+	"sends", "timeouts", "connExpiry", "arp",
+	// the iptables mode's
+	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
+	// proxy.config: a kube-proxy configuration file
+	"config",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -56,7 +70,13 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, k := range keys(get(proxy, "syncCost")) {
 		used["syncCost."+k] = true
 	}
-	for _, k := range []string{"configSyncPeriod", "retryInterval"} {
+	if get(proxy, "sysctls") != nil {
+		used["proxy.sysctls"] = true
+	}
+	if c := get(proxy, "syncCost"); c != nil && c.Kind == yaml.SequenceNode {
+		used["syncCost.list"] = true
+	}
+	for _, k := range []string{"configSyncPeriod", "retryInterval", "burstRuns", "config"} {
 		if get(proxy, k) != nil {
 			used[k] = true
 		}
@@ -71,10 +91,22 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close", "podReady", "rollingUpdate":
+			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn", "run", "retryAfter", "stop", "connection", "podReady", "rollingUpdate":
 				used[k] = true
 				if k == "delete" && get(get(st, k), "gracePeriod") != nil {
 					used["delete.gracePeriod"] = true
+				}
+			case "syncCost":
+				used["syncCost.step"] = true
+			case "sysctls":
+				used["sysctls.step"] = true
+			case "send", "reset":
+				used[k] = true
+			case "ipvs":
+				for _, ik := range keys(get(st, k)) {
+					if ik == "weight" || ik == "delete" || ik == "flush" {
+						used["ipvs."+ik] = true
+					}
 				}
 			case "restart":
 				used[k] = get(st, k).Value == "true"
@@ -93,7 +125,7 @@ func featuresOf(s *Scenario) map[string]bool {
 		e := get(st, "expect")
 		for _, k := range keys(e) {
 			switch k {
-			case "syncs", "dataplaneOps", "latency", "programmingLatency", "writes":
+			case "syncs", "dataplaneOps", "latency", "reloads", "dynamicUpdates", "ingressLatency", "nextRun", "programmingLatency", "writes":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
 				}

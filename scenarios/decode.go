@@ -104,6 +104,15 @@ type decoder struct {
 	// mode is the scenario's mode, found before decoding (its parts decide
 	// which keys exist); nil when proxy.mode names no registered mode.
 	mode Mode
+	// strict refuses objects of kinds proxysim does not model in manifest
+	// files; otherwise they are skipped, each noted in skipped.
+	strict  bool
+	skipped Problems
+	// dump: the manifests decoded come from a file (a cluster dump), where
+	// the world's other kinds are loaded too.
+	dump bool
+	// kpc is proxy.config, read before decoding (it may name the mode).
+	kpc *KubeProxyConfig
 }
 
 // maxNodes bounds the work one document may cause, aliases included (a

@@ -45,15 +45,16 @@ func (g Golden) Check(r *Run) {
 		got = "error: " + err.Error()
 	}
 	rp := r.r
-	want, pos, file := "", g.Src.At(g.Key), ""
+	want, pos, file, key := "", g.Src.At(g.Key), "", g.Key
 	if g.Inline != nil {
 		want = *g.Inline
 	} else {
-		pos = g.Src.At(g.FileKey)
-		file = g.File
+		pos, file, key = g.Src.At(g.FileKey), g.File, g.FileKey
 		b, err := rp.s.folder.read(g.File)
 		if err != nil && !rp.opts.Update {
-			r.Fail(pos, g.FileKey, "a readable golden file "+g.File, err.Error())
+			// One failure says it all: there is nothing to compare with.
+			r.Fail(pos, key, "a readable golden file "+g.File, err.Error())
+			return
 		}
 		want = string(b)
 	}
@@ -61,7 +62,7 @@ func (g Golden) Check(r *Run) {
 		if rp.opts.Update {
 			rp.golden = append(rp.golden, goldenUpdate{file: file, pos: pos, text: got, inline: g.Inline != nil, key: g.Key})
 		} else {
-			r.Fail(pos, g.Key, want, got)
+			r.Fail(pos, key, want, got)
 		}
 	}
 }

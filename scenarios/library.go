@@ -22,15 +22,22 @@ func Library() fs.FS {
 }
 
 // LibraryNames lists the bundled scenarios by name (file name without .yaml),
-// sorted.
+// sorted. A scenario in a subfolder is named with its folder
+// (`upstream-runner/v1.36-retry`); `manifests` folders hold objects, not
+// scenarios.
 func LibraryNames() []string {
-	entries, _ := fs.ReadDir(Library(), ".")
 	var out []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".yaml") {
-			out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+	fs.WalkDir(Library(), ".", func(p string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case e.IsDir() && e.Name() == "manifests":
+			return fs.SkipDir
+		case !e.IsDir() && strings.HasSuffix(p, ".yaml"):
+			out = append(out, strings.TrimSuffix(p, ".yaml"))
 		}
-	}
+		return nil
+	})
 	sort.Strings(out)
 	return out
 }

@@ -24,9 +24,20 @@ import (
 	"github.com/proxysim/proxysim/sim/runner"
 )
 
+// LoadOptions tune how a scenario is read.
+type LoadOptions struct {
+	// Strict refuses objects of kinds proxysim does not model in the
+	// manifest files a scenario names (a cluster dump), which are
+	// otherwise skipped, each with a warning.
+	Strict bool
+}
+
 // Load reads and validates a scenario file from disk. Every file it names
 // must be a regular file inside the scenario's folder (after symlinks).
-func Load(file string) (*Scenario, error) {
+func Load(file string) (*Scenario, error) { return LoadWith(file, LoadOptions{}) }
+
+// LoadWith is Load with options.
+func LoadWith(file string, o LoadOptions) (*Scenario, error) {
 	dir := filepath.Dir(file)
 	base := filepath.Base(file)
 	// The scenario named on the command line may itself be a symlink; its
@@ -39,7 +50,7 @@ func Load(file string) (*Scenario, error) {
 	if err != nil {
 		return nil, Problems{{File: file, Msg: "cannot read the scenario: " + err.Error()}}
 	}
-	return parse(file, data, f, base)
+	return parse(file, data, f, base, o)
 }
 
 // LoadFS reads a scenario from a file system (the embedded library).
@@ -49,7 +60,7 @@ func LoadFS(fsys fs.FS, name string) (*Scenario, error) {
 	if err != nil {
 		return nil, Problems{{File: name, Msg: "cannot read the scenario: " + err.Error()}}
 	}
-	return parse(name, data, f, path.Base(name))
+	return parse(name, data, f, path.Base(name), LoadOptions{})
 }
 
 // Parse validates a scenario held in memory. dir, if not nil, is the
@@ -59,18 +70,18 @@ func Parse(file string, data []byte, dir fs.FS) (*Scenario, error) {
 	if dir == nil {
 		dir = noFiles{}
 	}
-	return parse(file, data, fsFolder(dir, "."), "")
+	return parse(file, data, fsFolder(dir, "."), "", LoadOptions{})
 }
 
 var yamlLineRE = regexp.MustCompile(`line (\d+)(?::(\d+))?`)
 
-func parse(file string, data []byte, dir folder, base string) (*Scenario, error) {
-	return parseCut(file, data, dir, base, len(data) >= inlineFastMin)
+func parse(file string, data []byte, dir folder, base string, o LoadOptions) (*Scenario, error) {
+	return parseCut(file, data, dir, base, len(data) >= inlineFastMin, o)
 }
 
 // parseCut parses a scenario, cutting its inline objects out when cut is set.
-func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Scenario, error) {
-	d := &decoder{file: file}
+func parseCut(file string, data []byte, dir folder, base string, cut bool, o LoadOptions) (*Scenario, error) {
+	d := &decoder{file: file, strict: o.Strict}
 	var doc yaml.Node
 	var dec *yaml.Decoder
 	var inline inlineObjects
@@ -88,6 +99,15 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Sce
 	}
 	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base, inline: inline}
 	d.mode, _ = modeOf(&doc)
+	if proxy := valueNode(&doc, "proxy"); proxy != nil {
+		if ref := valueNode(proxy, "config"); ref != nil {
+			// The file may name the mode, which decides the keys.
+			d.kpc = readKubeProxyConfig(d, s, proxy, ref)
+			if d.kpc != nil && valueNode(proxy, "mode") == nil {
+				d.mode, _ = LookupMode(string(d.kpc.Config.Mode))
+			}
+		}
+	}
 	d.decode(&doc, "", reflectValue(s))
 	// Validate even a file that did not decode cleanly, so that every
 	// problem is reported at once.
@@ -95,7 +115,7 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Sce
 	if d.syntaxInDocs && inline.docs != nil {
 		// A cut-out object that is not YAML makes the whole file not
 		// YAML: the general path reports that as the file's one problem.
-		return parseCut(file, data, dir, base, false)
+		return parseCut(file, data, dir, base, false, o)
 	}
 	if len(d.problems) > 0 {
 		sort.SliceStable(d.problems, func(i, j int) bool {
@@ -110,6 +130,7 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool) (*Sce
 		})
 		return nil, d.problems
 	}
+	s.Warnings = d.skipped
 	return s, nil
 }
 
@@ -122,7 +143,8 @@ func lineKey(line int) int {
 }
 
 // Kinds of objects a scenario may name.
-var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true, "Endpoints": true}
+var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true, "Endpoints": true,
+	"Ingress": true, "IngressClass": true, "ConfigMap": true, "Secret": true}
 
 func (d *decoder) validate(s *Scenario) {
 	if strings.TrimSpace(s.Name) == "" {
@@ -138,10 +160,7 @@ func (d *decoder) validate(s *Scenario) {
 	} else {
 		d.validateProxy(v, &s.Proxy)
 	}
-
-	for _, c := range s.Controllers.Parts {
-		c.Validate(v)
-	}
+	d.validateControllers(v, &s.Controllers)
 
 	// Objects cut out of a large file come first: they are the file's
 	// objects list, which the general path then found empty.
@@ -234,10 +253,20 @@ var kubeProxyModes = map[string]bool{"iptables": true, "nftables": true}
 // validateProxy checks the fields every mode shares, then hands the mode
 // its own.
 func (d *decoder) validateProxy(v *Validator, p *Proxy) {
+	fromFile := d.kpc != nil && !d.kpc.Explicit("mode")
+	if fromFile {
+		p.Mode = string(d.kpc.Config.Mode)
+	}
 	m, ok := LookupMode(p.Mode)
 	switch {
 	case ok:
 		p.Mode = m.Name()
+		if d.kpc != nil {
+			d.applyKubeProxyConfig(p, m)
+			p.KubeProxy = d.kpc
+		}
+	case fromFile:
+		d.kpc.Errorf("mode", "mode %q is not modelled yet; give proxy.mode (%s) to replay this configuration in another mode", p.Mode, orList(ModeNames()))
 	case p.Mode == "":
 		d.addAt(p.Src.At("mode"), "no proxy mode is registered (import a mode package, such as scenarios/ipvsmode)")
 	case kubeProxyModes[p.Mode]:
@@ -259,6 +288,7 @@ func (d *decoder) validateProxy(v *Validator, p *Proxy) {
 	if p.NodeName == "" {
 		p.NodeName = "node-a"
 	}
+	d.validateRunnerVocabulary(p)
 	if p.Settings != nil {
 		p.Settings.Validate(v)
 	}
@@ -321,8 +351,11 @@ func (d *decoder) objectsOf(s *Scenario, n *yaml.Node, p string) []Object {
 			return nil
 		}
 		name := path.Join(path.Dir(filepath.ToSlash(s.File)), rel)
-		if docs, ok := splitDocuments(data); ok {
+		if docs, ok := splitJSON(data); ok {
 			return d.decodeDocuments(name, docs)
+		}
+		if docs, ok := splitDocuments(data); ok {
+			return d.decodeDocuments(name, expandLists(docs))
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		var out []Object
@@ -340,9 +373,7 @@ func (d *decoder) objectsOf(s *Scenario, n *yaml.Node, p string) []Object {
 			if len(doc.Content) == 0 || doc.Content[0].Tag == "!!null" {
 				continue
 			}
-			if o, ok := d.decodeManifest(name, &doc, fmt.Sprintf("(document %d)", i)); ok {
-				out = append(out, o)
-			}
+			out = append(out, d.manifestsOf(name, &doc, fmt.Sprintf("(document %d)", i))...)
 		}
 		return out
 	}

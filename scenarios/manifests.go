@@ -24,6 +24,13 @@ import (
 type document struct {
 	data []byte
 	line int // the line of the file its first line is, from 1
+	// path and col, when set, name the document and shift its columns
+	// further right (an item of a kubectl List).
+	path string
+	col  int
+	// dump: a document of a manifest file, where kinds proxysim does not
+	// model are skipped (or refused, strictly) rather than errors.
+	dump bool
 }
 
 // splitDocuments cuts a multi-document YAML file at its "---" markers. It
@@ -61,10 +68,10 @@ func splitDocuments(data []byte) ([]document, bool) {
 
 // parsedDoc is one document's outcome.
 type parsedDoc struct {
-	obj      Object
-	ok       bool
+	objs     []Object
 	problems Problems
-	syntax   bool // the document is not YAML
+	skipped  Problems // objects of kinds proxysim does not model, skipped
+	syntax   bool     // the document is not YAML
 }
 
 // decodeDocuments decodes the documents of a manifest file in parallel.
@@ -82,7 +89,11 @@ func (d *decoder) decodeDocumentsAt(name string, docs []document, pathOf func(in
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(docs); i = int(next.Add(1) - 1) {
-				out[i] = decodeDocument(name, docs[i], pathOf(i), shift)
+				p := pathOf(i)
+				if docs[i].path != "" {
+					p = docs[i].path
+				}
+				out[i] = decodeDocument(name, docs[i], p, shift+docs[i].col, d.strict)
 			}
 		})
 	}
@@ -91,23 +102,47 @@ func (d *decoder) decodeDocumentsAt(name string, docs []document, pathOf func(in
 	for _, p := range out {
 		d.syntaxInDocs = d.syntaxInDocs || p.syntax
 		d.problems = append(d.problems, p.problems...)
-		if p.ok {
-			objs = append(objs, p.obj)
-		}
+		d.skipped = append(d.skipped, p.skipped...)
+		objs = append(objs, p.objs...)
 	}
 	return objs
 }
 
-func decodeDocument(name string, doc document, path string, shift int) parsedDoc {
-	// The fast path first; a document it cannot take, or one with a
+func decodeDocument(name string, doc document, path string, shift int, strict bool) parsedDoc {
+	// The fast paths first; a document they cannot take, or one with a
 	// problem, goes the general way, which knows every node's line.
 	var buf bytes.Buffer
-	if first, ok := fastJSON(doc.data, &buf); ok {
-		if o, ok := decodeFast(name, doc.data, buf.Bytes(), Pos{Line: doc.line + first, Column: 1 + shift, Path: path}); ok {
-			return parsedDoc{obj: o, ok: true}
+	if body, ok := jsonBody(doc.data); ok {
+		lead := doc.data[:len(doc.data)-len(body)]
+		line := doc.line + bytes.Count(lead, []byte("\n"))
+		col := 1 + shift + len(lead) - (bytes.LastIndexByte(lead, '\n') + 1)
+		// A List goes the general way, which reads its items.
+		if h, ok := jsonHeadOf(body); ok && h.Kind != "List" {
+			pos := Pos{Line: line, Column: col, Path: path}
+			if p, done := skipUnmodelled(name, doc.dump, strict, h, pos); done {
+				return p
+			}
+			if o, ok := decodeFast(name, h.APIVersion, h.Kind, body, pos, doc.dump); ok {
+				return parsedDoc{objs: []Object{o}}
+			}
+		}
+	} else if first, ok := fastJSON(doc.data, &buf); ok {
+		pos := Pos{Line: doc.line + first, Column: 1 + shift, Path: path}
+		gv, kind := topLevel(doc.data, "apiVersion: "), topLevel(doc.data, "kind: ")
+		if doc.dump && kind == "List" {
+			// A List the cut could not read: the general path reads its items.
+		} else if doc.dump && gv != "" && kind != "" && !modelledKind(gv, kind) {
+			if h, ok := jsonHeadOf(buf.Bytes()); ok {
+				if p, done := skipUnmodelled(name, doc.dump, strict, h, pos); done {
+					return p
+				}
+			}
+		}
+		if o, ok := decodeFast(name, gv, kind, buf.Bytes(), pos, doc.dump); ok {
+			return parsedDoc{objs: []Object{o}}
 		}
 	}
-	sub := &decoder{file: name}
+	sub := &decoder{file: name, strict: strict}
 	var n yaml.Node
 	if err := yaml.Unmarshal(doc.data, &n); err != nil {
 		line := doc.line
@@ -122,8 +157,13 @@ func decodeDocument(name string, doc document, path string, shift int) parsedDoc
 		return parsedDoc{}
 	}
 	shiftLines(&n, doc.line-1, shift)
-	o, ok := sub.decodeManifest(name, &n, path)
-	return parsedDoc{obj: o, ok: ok, problems: sub.problems}
+	var objs []Object
+	if doc.dump {
+		objs = sub.manifestsOf(name, &n, path)
+	} else if o, ok := sub.decodeManifest(name, &n, path); ok {
+		objs = []Object{o}
+	}
+	return parsedDoc{objs: objs, problems: sub.problems, skipped: sub.skipped}
 }
 
 // shiftLines moves a document's positions to the file's lines and columns.
@@ -299,12 +339,12 @@ func writeString(b *bytes.Buffer, s string) {
 	b.Write(data)
 }
 
-// decodeFast decodes a manifest converted by fastJSON; it reports false on
-// any problem, which the general path then locates. It decodes into the
-// type its apiVersion and kind name, strictly (unknown and duplicate fields
-// are errors), as the API server's strict decoding does.
-func decodeFast(file string, doc, data []byte, pos Pos) (Object, bool) {
-	gv, kind := topLevel(doc, "apiVersion: "), topLevel(doc, "kind: ")
+// decodeFast decodes a manifest converted to JSON, of the apiVersion gv and
+// kind given; it reports false on any problem, which the general path then
+// locates. It decodes into the type they name, strictly (unknown and
+// duplicate fields are errors), as the API server's strict decoding does.
+// A dump may also hold the world's other kinds (dumpKinds).
+func decodeFast(file, gv, kind string, data []byte, pos Pos, dump bool) (Object, bool) {
 	if gv == "" || kind == "" {
 		return Object{}, false
 	}
@@ -319,6 +359,9 @@ func decodeFast(file string, doc, data []byte, pos Pos) (Object, bool) {
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	key, errs, supported := defaultAndValidate(obj)
+	if !supported && dump {
+		key, errs, supported = validateDumpKind(obj)
+	}
 	if !supported || len(errs) > 0 {
 		return Object{}, false
 	}

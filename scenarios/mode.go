@@ -105,8 +105,13 @@ func RegisterMode(m Mode) {
 	}
 	checkKeys(m.Name()+" settings", reflect.TypeOf(Proxy{}), []reflect.Type{reflect.TypeOf(m.NewSettings())})
 	checkKeys(m.Name()+" actions", reflect.TypeOf(Step{}), partTypes(append(coreActions(), m.Actions()...)))
-	checkKeys(m.Name()+" faults", reflect.TypeOf(Fault{}), partTypes(m.Faults()))
+	checkKeys(m.Name()+" faults", reflect.TypeOf(Fault{}), partTypes(append(append([]func() Action(nil), plugins.faults...), m.Faults()...)))
 	checkKeys(m.Name()+" expectations", reflect.TypeOf(Expect{}), partTypes(append(coreExpectations(), m.Expectations()...)))
+	// The controllers registered so far (RegisterController checks
+	// those that come later).
+	checkKeys(m.Name()+" actions with controllers", reflect.TypeOf(Step{}), partTypes(append(append(coreActions(), m.Actions()...), controllerActions()...)))
+	checkKeys(m.Name()+" faults with controllers", reflect.TypeOf(Fault{}), partTypes(append(m.Faults(), controllerFaults()...)))
+	checkKeys(m.Name()+" expectations with controllers", reflect.TypeOf(Expect{}), partTypes(append(append(coreExpectations(), m.Expectations()...), controllerExpectations()...)))
 	registry.modes[m.Name()] = m
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	networking "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	serjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,7 +37,7 @@ func KeyOf(kind, namespace, name string) string {
 }
 
 // clusterScoped are the kinds without a namespace.
-var clusterScoped = map[string]bool{"Node": true}
+var clusterScoped = map[string]bool{"Node": true, "IngressClass": true}
 
 // namespaceOf is the namespace an object of kind named with namespace lives
 // in: "default" when none is given, none for a cluster-scoped kind.
@@ -93,6 +94,9 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 	}
 	o := Object{Obj: obj, Kind: gvk.Kind, Pos: Pos{Line: n.Line, Column: n.Column, Path: path}, File: file}
 	key, errs, supported := defaultAndValidate(obj)
+	if !supported && d.dump {
+		key, errs, supported = validateDumpKind(obj)
+	}
 	if !supported {
 		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (%s)", gvk.Kind, strings.Join(slices.Sorted(maps.Keys(supportedKinds)), ", "))
 	}
@@ -123,6 +127,17 @@ func defaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, s
 			t.Namespace = "default"
 		}
 		return KeyOf("Endpoints", t.Namespace, t.Name), validateEndpoints(t), true
+	case *networking.Ingress:
+		defaultIngress(t)
+		return KeyOf("Ingress", t.Namespace, t.Name), validateIngress(t), true
+	case *networking.IngressClass:
+		return KeyOf("IngressClass", "", t.Name), validateIngressClass(t), true
+	case *v1.ConfigMap:
+		defaultConfigMap(t)
+		return KeyOf("ConfigMap", t.Namespace, t.Name), validateConfigMap(t), true
+	case *v1.Secret:
+		defaultSecret(t)
+		return KeyOf("Secret", t.Namespace, t.Name), validateSecret(t), true
 	}
 	return "", nil, false
 }

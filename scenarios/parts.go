@@ -15,7 +15,7 @@ type partsDecoder interface {
 // The core's step actions and expectations, in the order they run and are
 // checked; a mode's come after them.
 func coreActions() []func() Action {
-	return []func() Action{
+	return append([]func() Action{
 		func() Action { return &applyStep{} },
 		func() Action { return &updateStep{} },
 		func() Action { return &patchStep{} },
@@ -25,25 +25,54 @@ func coreActions() []func() Action {
 		func() Action { return &rolloutStep{} },
 		func() Action { return &restartStep{} },
 		func() Action { return &faultStep{} },
-	}
+	}, plugins.actions...)
 }
 
 func coreExpectations() []func() Expectation {
-	return []func() Expectation{
+	return append([]func() Expectation{
 		func() Expectation { return &syncsExpect{} },
 		func() Expectation { return &latencyExpect{} },
 		func() Expectation { return &opsExpect{} },
 		func() Expectation { return &programmingExpect{} },
 		func() Expectation { return &writesExpect{} },
 		func() Expectation { return &endpointsExpect{} },
-	}
+	}, plugins.expectations...)
+}
+
+// plugins are the steps, fault parts and expectations every mode shares
+// that register themselves (RegisterAction, RegisterFault,
+// RegisterExpectation) from a file of their own.
+var plugins struct {
+	actions      []func() Action
+	faults       []func() Action
+	expectations []func() Expectation
+}
+
+// RegisterAction adds a step action every mode shares. Call it from an init
+// function, before any mode registers; it panics when a key is taken.
+func RegisterAction(a func() Action) {
+	checkKeys("actions", reflect.TypeOf(Step{}), partTypes(append(coreActions(), a)))
+	plugins.actions = append(plugins.actions, a)
+}
+
+// RegisterFault adds a fault part every mode shares (`fault: {KEY: ...}`).
+func RegisterFault(f func() Action) {
+	checkKeys("faults", reflect.TypeOf(Fault{}), partTypes(append(append([]func() Action(nil), plugins.faults...), f)))
+	plugins.faults = append(plugins.faults, f)
+}
+
+// RegisterExpectation adds an expectation every mode shares.
+func RegisterExpectation(e func() Expectation) {
+	checkKeys("expectations", reflect.TypeOf(Expect{}), partTypes(append(coreExpectations(), e)))
+	plugins.expectations = append(plugins.expectations, e)
 }
 
 func (d *decoder) actionKinds() []func() Action {
-	if d.mode == nil {
-		return coreActions()
+	kinds := coreActions()
+	if d.mode != nil {
+		kinds = append(kinds, d.mode.Actions()...)
 	}
-	return append(coreActions(), d.mode.Actions()...)
+	return append(kinds, controllerActions()...)
 }
 
 // modeOf finds proxy.mode before anything is decoded: the mode decides
@@ -102,6 +131,7 @@ func (e *Expect) decodeParts(d *decoder, n *yaml.Node, path string) {
 	if d.mode != nil {
 		kinds = append(kinds, d.mode.Expectations()...)
 	}
+	kinds = append(kinds, controllerExpectations()...)
 	e.Checks = append(e.Checks, decodeInto(d, n, path, e, kinds)...)
 }
 
@@ -125,10 +155,11 @@ func decodeInto[P any](d *decoder, n *yaml.Node, path string, host any, kinds []
 }
 
 func (f *Fault) decodeParts(d *decoder, n *yaml.Node, path string) {
-	var kinds []func() Action
+	kinds := append([]func() Action(nil), plugins.faults...)
 	if d.mode != nil {
-		kinds = d.mode.Faults()
+		kinds = append(kinds, d.mode.Faults()...)
 	}
+	kinds = append(kinds, controllerFaults()...)
 	f.Parts = append(f.Parts, decodeInto(d, n, path, f, kinds)...)
 	for _, k := range kinds {
 		f.keys = append(f.keys, keysOf(reflect.TypeOf(k()))...)

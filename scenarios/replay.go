@@ -86,6 +86,9 @@ func RunnerConfig(p Proxy) runner.Config {
 	if p.RetryInterval != nil {
 		cfg.RetryInterval = p.RetryInterval.D()
 	}
+	if p.BurstRuns != nil {
+		cfg.BurstRuns = *p.BurstRuns
+	}
 	return cfg
 }
 
@@ -104,6 +107,8 @@ type replayer struct {
 	budget   *budget
 	// dataplaneAt is when each dataplane write happened, for dataplaneOps.
 	dataplaneAt []time.Duration
+	// controllers is the switched-on controllers' state, by key.
+	controllers map[string]any
 }
 
 type pendingCheck struct {
@@ -155,7 +160,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		NodeName:     p.NodeName,
 		Zone:         p.Zone,
 		ResyncPeriod: resync,
-		Cost:         sim.CostModel{Fixed: p.SyncCost.Fixed.D(), PerService: p.SyncCost.PerService.D(), PerEndpoint: p.SyncCost.PerEndpoint.D()},
+		Cost:         p.SyncCost.Model(),
 		NewBackend:   dp.NewBackend,
 	}
 	w, err := sim.NewWorld(cfg)
@@ -183,13 +188,13 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		w.Trace.Keep(opts.TraceKeep)
 	}
 	r.res = &Result{Scenario: s, Env: dp.Name(), Trace: w.Trace}
-	if err := attachControllers(s, w); err != nil {
-		return nil, err
-	}
 	for _, o := range s.Initial {
 		if err := w.Create(o.Obj); err != nil {
 			return nil, fmt.Errorf("%s: creating %s: %w", s.File, o.Key, err)
 		}
+	}
+	if err := r.attachControllers(); err != nil {
+		return nil, err
 	}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("%s: starting the proxy: %w", s.File, err)
@@ -283,6 +288,11 @@ func (r *replayer) act(i int, st *Step) error {
 		if err := a.Do(run); err != nil {
 			return fmt.Errorf("%s: %w", run.where(), err)
 		}
+	}
+	// An action may find that what it was told happened cannot have (a
+	// connection to an endpoint no rule reaches): a failed check.
+	if len(run.fails) > 0 {
+		r.fail(run.fails)
 	}
 	return nil
 }

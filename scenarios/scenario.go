@@ -24,22 +24,25 @@ type Scenario struct {
 	Description string   `yaml:"description"`
 	Tags        []string `yaml:"tags"`
 	Proxy       Proxy    `yaml:"proxy"`
-	// Controllers run in front of the proxy (see RegisterController).
-	Controllers Controllers `yaml:"controllers"`
 	// Objects are the cluster's objects before the proxy starts: manifests,
 	// or {file: path} entries naming YAML files relative to the scenario.
-	Objects  []yaml.Node `yaml:"objects"`
-	Timeline []Step      `yaml:"timeline"`
-	Src      Src
+	Objects []yaml.Node `yaml:"objects"`
+	// Controllers are the consumers besides the proxy the scenario runs.
+	Controllers Controllers `yaml:"controllers"`
+	Timeline    []Step      `yaml:"timeline"`
+	Src         Src
 
 	// Filled by Load.
 	File    string   `yaml:"-"`
 	Dir     string   `yaml:"-"`
 	Initial []Object `yaml:"-"`
-	source  []byte
-	folder  folder        // where the files it names are
-	base    string        // the scenario's own name in folder ("" if parsed from memory)
-	inline  inlineObjects // objects cut out of a large file, decoded like a manifest file
+	// Warnings are what loading noted without refusing the file: objects
+	// of a dump skipped, settings of proxy.config not modelled.
+	Warnings Problems `yaml:"-"`
+	source   []byte
+	folder   folder        // where the files it names are
+	base     string        // the scenario's own name in folder ("" if parsed from memory)
+	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the
@@ -54,21 +57,32 @@ type Proxy struct {
 	NodeName         string    `yaml:"nodeName"`
 	Zone             string    `yaml:"zone"`
 	SyncCost         SyncCost  `yaml:"syncCost"`
+	// BurstRuns is the burst runner's bucket size (burst generation only;
+	// kube-proxy hard-codes 2).
+	BurstRuns *int `yaml:"burstRuns"`
 	// SyncFailsOnError makes a failed dataplane operation fail the sync (as
 	// kube-proxy's iptables and nftables proxiers do); kube-proxy's IPVS
 	// proxier only logs it.
 	SyncFailsOnError bool `yaml:"syncFailsOnError"`
-	Src              Src
+	// Config names a kube-proxy configuration file (a KubeProxyConfiguration
+	// or the kube-proxy ConfigMap), relative to the scenario; the settings
+	// above, given, win over it. KubeProxy is the file as read.
+	Config    string           `yaml:"config"`
+	KubeProxy *KubeProxyConfig `yaml:"-"`
+	Src       Src
 	// Settings are the mode's own fields, decoded from the same mapping;
 	// nil when the mode is unknown.
 	Settings Settings
 }
 
-// SyncCost is how long each sync takes in virtual time.
+// SyncCost is how long each sync takes in virtual time: a model (fixed,
+// per service port, per endpoint), or written as a list, each runner run's
+// own cost in order (Runs; see synccost.go).
 type SyncCost struct {
-	Fixed       Duration `yaml:"fixed"`
-	PerService  Duration `yaml:"perService"`
-	PerEndpoint Duration `yaml:"perEndpoint"`
+	Fixed       Duration   `yaml:"fixed"`
+	PerService  Duration   `yaml:"perService"`
+	PerEndpoint Duration   `yaml:"perEndpoint"`
+	Runs        []Duration `yaml:"-"`
 }
 
 // Step is one instant of the timeline: at most one action, and optionally

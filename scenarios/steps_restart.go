@@ -6,7 +6,12 @@ type restartStep struct {
 	Restart bool `yaml:"restart"`
 }
 
-func (*restartStep) Validate(*Validator) {}
+func (rs *restartStep) Validate(v *Validator) {
+	if rs.Restart {
+		// a new proxy brings a running runner: a stop before is undone
+		*v.Scratch(stoppedKey{}, func() any { return new(bool) }).(*bool) = false
+	}
+}
 
 func (rs *restartStep) Do(r *Run) error {
 	if !rs.Restart {

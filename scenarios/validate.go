@@ -183,6 +183,18 @@ func defaultSlice(s *discovery.EndpointSlice) {
 	if s.Namespace == "" {
 		s.Namespace = "default"
 	}
+	// A port's name defaults to "" and its protocol to TCP, as the API
+	// server's SetDefaults_EndpointPort (pkg/apis/discovery/v1) does.
+	for i := range s.Ports {
+		if s.Ports[i].Name == nil {
+			name := ""
+			s.Ports[i].Name = &name
+		}
+		if s.Ports[i].Protocol == nil {
+			tcp := v1.ProtocolTCP
+			s.Ports[i].Protocol = &tcp
+		}
+	}
 }
 
 func validateSlice(s *discovery.EndpointSlice) field.ErrorList {

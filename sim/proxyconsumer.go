@@ -69,10 +69,16 @@ func (p *proxyConsumer) sync() error {
 	if p != p.w.proxy {
 		return fmt.Errorf("proxy was restarted")
 	}
+	if err := p.w.injectedSyncFailure(); err != nil {
+		return err
+	}
 	return p.proxier.SyncProxyRules()
 }
 
 func (p *proxyConsumer) cost() time.Duration {
+	if d, ok := p.w.scheduledCost(); ok {
+		return d
+	}
 	s, e := p.proxier.Size()
 	return p.w.cfg.Cost.Cost(s, e)
 }
@@ -219,8 +225,11 @@ func (t *runnerTrace) Deferred(_ time.Time, why runner.Reason, until time.Time) 
 	}
 	t.w.Trace.Add(e)
 }
-func (t *runnerTrace) Started(_ time.Time, why runner.Reason) { t.w.syncStarted(string(why)) }
-func (t *runnerTrace) Finished(_ time.Time, err error)        { t.w.syncFinished(err) }
+func (t *runnerTrace) Started(_ time.Time, why runner.Reason) {
+	t.w.runnerRuns++
+	t.w.syncStarted(string(why))
+}
+func (t *runnerTrace) Finished(_ time.Time, err error) { t.w.syncFinished(err) }
 func (t *runnerTrace) Dropped(_ time.Time, why runner.Reason) {
 	t.w.Trace.Add(trace.Event{Kind: trace.Drop, Why: string(why)})
 }

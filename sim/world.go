@@ -41,6 +41,10 @@ type CostModel struct {
 	Fixed       time.Duration
 	PerService  time.Duration
 	PerEndpoint time.Duration
+	// Runs, when set, is the cost of each runner run in order (the first
+	// entry the first run's), the last entry repeating; it replaces the
+	// rest of the model.
+	Runs []time.Duration
 }
 
 // Cost evaluates the model for a proxy of the given size.
@@ -131,6 +135,11 @@ type World struct {
 	prog programming
 	// writesBy holds the instants of each named writer's writes.
 	writesBy map[string][]time.Duration
+	// runnerRuns counts the runner's runs (the direct initial syncs not
+	// included); failSyncs is how many of the next runs fail by request.
+	runnerRuns int
+	failSyncs  int
+	costFrom   int // runnerRuns when the cost model last changed
 }
 
 // subscription is one consumer and its informers.

@@ -18,8 +18,10 @@ import (
 	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/controllers"  // the Kubernetes controllers
+	_ "github.com/proxysim/proxysim/scenarios/ingressnginx" // the ingress-nginx controller
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode" // the nftables mode
 )
 
 // Exit codes.
@@ -90,6 +92,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	}
 	var dataplane, release, cpu string
 	var update, verbose bool
+	ld := &loader{warnings: stderr}
 	var maxEvents int
 	var maxMemoryMiB int64
 	budgets := func(o scenarios.Options) scenarios.Options {
@@ -103,12 +106,12 @@ or memory budget, 4 an internal error of proxysim.`,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dataplane == "vm" {
-				if _, err := loadAll(args); err != nil {
+				if _, err := ld.loadAll(args); err != nil {
 					return err
 				}
-				return replayInVM(cmd.Context(), args, update, verbose, stdout)
+				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, stdout)
 			}
-			factory, list, err := prepare(dataplane, args)
+			factory, list, err := ld.prepare(dataplane, args)
 			if err != nil {
 				return err
 			}
@@ -135,7 +138,8 @@ or memory budget, 4 an internal error of proxysim.`,
 			return nil
 		},
 	}
-	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root and ip_vs), vm (Debian's kernel in QEMU)")
+	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
+	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (ipvs and iptables blocks and files) with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 
@@ -144,7 +148,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		Short: "Check scenarios without running them",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			list, err := loadAll(args)
+			list, err := ld.loadAll(args)
 			if err != nil {
 				return err
 			}
@@ -160,7 +164,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		Short: "Replay one scenario and print its trace as JSON Lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			factory, list, err := prepare(dataplane, args)
+			factory, list, err := ld.prepare(dataplane, args)
 			if err != nil {
 				return err
 			}
@@ -177,9 +181,22 @@ or memory budget, 4 an internal error of proxysim.`,
 		},
 	}
 	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
+	traceCmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy")
 	for _, c := range []*cobra.Command{replay, traceCmd} {
 		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
 		c.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a replay (exit 3) when its live heap passes this many MiB")
+		// A budget of zero or less would mean "stop at once" or wrap
+		// around: it is a mistake in the command line, refused before
+		// anything runs.
+		c.PreRunE = func(cmd *cobra.Command, args []string) error {
+			if maxEvents <= 0 {
+				return fail(exitInvalid, fmt.Errorf("--max-events %d: must be a positive number of events", maxEvents))
+			}
+			if maxMemoryMiB <= 0 || maxMemoryMiB > 1<<40 {
+				return fail(exitInvalid, fmt.Errorf("--max-memory %d: must be between 1 and %d MiB", maxMemoryMiB, int64(1)<<40))
+			}
+			return nil
+		}
 	}
 
 	list := &cobra.Command{
@@ -232,7 +249,8 @@ or memory budget, 4 an internal error of proxysim.`,
 	vmCmd.Flags().SetInterspersed(false)
 	vmCmd.Flags().StringVar(&cpu, "cpu", "max", "QEMU CPU model")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd)
+	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps (otherwise skipped with a warning)")
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict))
 	return root
 }
 
@@ -243,7 +261,7 @@ const traceTail = 256
 // replayInVM runs this very binary inside the VM as `replay --dataplane
 // netns`; bundled scenarios travel inside the binary, files with their whole
 // folder (for the manifests they name).
-func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout io.Writer) error {
+func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, stdout io.Writer) error {
 	if update {
 		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
 	}
@@ -254,6 +272,9 @@ func replayInVM(ctx context.Context, args []string, update, verbose bool, stdout
 	inner := []string{"replay", "--dataplane", "netns"}
 	if verbose {
 		inner = append(inner, "-v")
+	}
+	if strict {
+		inner = append(inner, "--strict")
 	}
 	var files vm.Files
 	for _, a := range args {
@@ -288,12 +309,12 @@ func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // prepare resolves the dataplane and loads every scenario named, before
 // anything runs.
-func prepare(dataplane string, args []string) (scenarios.DataplaneFactory, []*scenarios.Scenario, error) {
+func (ld *loader) prepare(dataplane string, args []string) (scenarios.DataplaneFactory, []*scenarios.Scenario, error) {
 	factory, err := dataplaneFactory(dataplane)
 	if err != nil {
 		return nil, nil, fail(exitInvalid, err)
 	}
-	list, err := loadAll(args)
+	list, err := ld.loadAll(args)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -305,6 +326,9 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 	case "fake", "":
 		return nil, nil // the scenario's mode's own fake
 	case "netns":
+		if err := checkIPTablesBackend(netnsIPTables); err != nil {
+			return nil, err
+		}
 		return netnsDataplane, nil
 	}
 	return nil, fmt.Errorf("unknown dataplane %q (available: fake, netns; replay also takes vm)", name)
@@ -312,11 +336,11 @@ func dataplaneFactory(name string) (scenarios.DataplaneFactory, error) {
 
 // loadAll loads every argument: a file path, or the name of a bundled
 // scenario. Any problem in any file rejects the whole command.
-func loadAll(args []string) ([]*scenarios.Scenario, error) {
+func (ld *loader) loadAll(args []string) ([]*scenarios.Scenario, error) {
 	var out []*scenarios.Scenario
 	var problems []string
 	for _, a := range args {
-		s, err := loadOne(a)
+		s, err := ld.loadOne(a)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -329,15 +353,29 @@ func loadAll(args []string) ([]*scenarios.Scenario, error) {
 	return out, nil
 }
 
-func loadOne(arg string) (*scenarios.Scenario, error) {
+// loader loads the scenarios a command names, with the root command's
+// --strict, printing loading's warnings.
+type loader struct {
+	strict   bool
+	warnings io.Writer
+}
+
+func (ld *loader) loadOne(arg string) (*scenarios.Scenario, error) {
+	load := func(file string) (*scenarios.Scenario, error) {
+		s, err := scenarios.LoadWith(file, scenarios.LoadOptions{Strict: ld.strict})
+		if err == nil {
+			printWarnings(ld.warnings, s.Warnings)
+		}
+		return s, err
+	}
 	if _, err := os.Stat(arg); err == nil {
-		return scenarios.Load(arg)
+		return load(arg)
 	}
 	if scenarios.IsLibrary(arg) {
 		return scenarios.LoadLibrary(arg)
 	}
 	if strings.ContainsAny(arg, "/") || strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
-		return scenarios.Load(arg)
+		return load(arg)
 	}
 	return nil, fmt.Errorf("%s: no such file, and no bundled scenario of that name (see 'proxysim list')", arg)
 }

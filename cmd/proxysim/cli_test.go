@@ -149,3 +149,22 @@ func TestReplayIPTablesScenarios(t *testing.T) {
 		t.Fatalf("code %d, want %d\n%s", code, exitFail, out)
 	}
 }
+
+// A budget of zero or less is a command-line mistake: exit 2, nothing run.
+func TestNonPositiveBudgetsAreInvalid(t *testing.T) {
+	for _, args := range [][]string{
+		{"replay", "--max-events", "-1", "initial-sync-gating"},
+		{"replay", "--max-events", "0", "initial-sync-gating"},
+		{"trace", "--max-events", "-5", "initial-sync-gating"},
+		{"replay", "--max-memory", "0", "initial-sync-gating"},
+		{"trace", "--max-memory", "-1", "initial-sync-gating"},
+	} {
+		code, out, errs := runCLI(args...)
+		if code != exitInvalid || out != "" {
+			t.Errorf("%v: code %d, want %d; out %q", args, code, exitInvalid, out)
+		}
+		if !strings.Contains(errs, args[1]) {
+			t.Errorf("%v: stderr does not name the flag: %q", args, errs)
+		}
+	}
+}

@@ -91,7 +91,9 @@ func runSequence(seed int64) (ops, syncs int, err error) {
 	}
 	zone := []string{"zone-a", "zone-b", ""}[r.Intn(3)]
 	p := newPair(family, zone)
-	g := &gen{r: r, services: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}}
+	// iptables: also loadBalancerSourceRanges (no big slices: the
+	// trackers' sequences stay small).
+	g := &gen{r: r, iptables: true, services: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}}
 	for step := 0; step < *steps; step++ {
 		what, err := p.apply(g)
 		ops++
@@ -201,9 +203,13 @@ func (p *pair) kServiceMap() string {
 		for _, ip := range sp.LoadBalancerVIPs() {
 			lb = append(lb, ip.String())
 		}
-		lines = append(lines, fmt.Sprintf("%s ip=%s port=%d proto=%s np=%d ext=%v lb=%v aff=%v/%d etp=%v itp=%v hc=%d cluster=%v local=%v",
+		src := make([]string, 0)
+		for _, c := range sp.LoadBalancerSourceRanges() {
+			src = append(src, c.String())
+		}
+		lines = append(lines, fmt.Sprintf("%s ip=%s port=%d proto=%s np=%d ext=%v lb=%v src=%v aff=%v/%d etp=%v itp=%v hc=%d cluster=%v local=%v",
 			spnKey(spn.Namespace, spn.Name, spn.Port, spn.Protocol), sp.ClusterIP(), sp.Port(), sp.Protocol(), sp.NodePort(),
-			ext, lb, sp.SessionAffinityType() == v1.ServiceAffinityClientIP, sp.StickyMaxAgeSeconds(),
+			ext, lb, src, sp.SessionAffinityType() == v1.ServiceAffinityClientIP, sp.StickyMaxAgeSeconds(),
 			sp.ExternalPolicyLocal(), sp.InternalPolicyLocal(), sp.HealthCheckNodePort(), sp.UsesClusterEndpoints(), sp.UsesLocalEndpoints()))
 	}
 	sort.Strings(lines)
@@ -215,9 +221,10 @@ func (p *pair) ourServiceMap() string {
 	for spn, sp := range p.ourSvcs {
 		ext := append([]string{}, sp.ExternalIPs...)
 		lb := append([]string{}, sp.LoadBalancerIPs...)
-		lines = append(lines, fmt.Sprintf("%s ip=%s port=%d proto=%s np=%d ext=%v lb=%v aff=%v/%d etp=%v itp=%v hc=%d cluster=%v local=%v",
+		src := append([]string{}, sp.LoadBalancerSourceRanges...)
+		lines = append(lines, fmt.Sprintf("%s ip=%s port=%d proto=%s np=%d ext=%v lb=%v src=%v aff=%v/%d etp=%v itp=%v hc=%d cluster=%v local=%v",
 			spnKey(spn.Namespace, spn.Name, spn.Port, spn.Protocol), sp.ClusterIP, sp.Port, sp.Protocol, sp.NodePort,
-			ext, lb, sp.SessionAffinityClientIP, stickyOf(sp),
+			ext, lb, src, sp.SessionAffinityClientIP, stickyOf(sp),
 			sp.ExternalPolicyLocal, sp.InternalPolicyLocal, sp.HealthCheckNodePort, sp.UsesClusterEndpoints(), sp.UsesLocalEndpoints()))
 	}
 	sort.Strings(lines)

@@ -18,6 +18,11 @@ import (
 // use shared addresses but are a pure function of the address, so all their
 // copies are identical.
 type gen struct {
+	// iptables adds what only the iptables comparison needs and would
+	// change the trackers' random stream: loadBalancerSourceRanges, and
+	// (with big) slices of hundreds of endpoints, for large-cluster mode.
+	iptables, big bool
+
 	r        *rand.Rand
 	rv       int
 	services map[string]*v1.Service
@@ -182,6 +187,15 @@ func (g *gen) service(key string) *v1.Service {
 	if g.chance(50) {
 		s.Spec.HealthCheckNodePort = int32(32000 + g.pick(3))
 	}
+	if g.iptables && s.Spec.Type == v1.ServiceTypeLoadBalancer && g.chance(80) {
+		// An ingress of each family, so that the ranges have a VIP to guard.
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress,
+			v1.LoadBalancerIngress{IP: g.v4(101, g.pick(3))}, v1.LoadBalancerIngress{IP: g.v6(101, g.pick(3))})
+		ranges := []string{"10.101.0.0/16", " 192.168.0.0/24 ", "203.0.113.7/32", "0.0.0.0/0", "fd00:101::/64", "fd00:102::/48", "bogus", "010.101.000.000/16"}
+		for i := 1 + g.pick(3); i > 0; i-- {
+			s.Spec.LoadBalancerSourceRanges = append(s.Spec.LoadBalancerSourceRanges, ranges[g.pick(len(ranges))])
+		}
+	}
 	return s
 }
 
@@ -269,7 +283,24 @@ func (g *gen) slice(ns, name, svc string) *discovery.EndpointSlice {
 		s.Ports = append(s.Ports, p)
 	}
 	pool := poolOf(ns, name)
-	for i := g.pick(6); i > 0; i-- {
+	n := g.pick(6)
+	if g.big && g.chance(40) {
+		// A big slice: distinct addresses of its own block, none
+		// terminating, so that a few of them pass 1,000 endpoints.
+		for i := 200 + g.pick(400); i > 0; i-- {
+			addr := g.v4(pool, i)
+			if v6 {
+				addr = g.v6(pool, i)
+			}
+			e := discovery.Endpoint{Addresses: []string{addr}, Conditions: discovery.EndpointConditions{Ready: g.boolPtr()}}
+			if g.chance(30) {
+				e.NodeName = ptr.To(nodeName)
+			}
+			s.Endpoints = append(s.Endpoints, e)
+		}
+		n = 0
+	}
+	for i := n; i > 0; i-- {
 		if g.chance(30) {
 			s.Endpoints = append(s.Endpoints, g.terminating(v6))
 			continue

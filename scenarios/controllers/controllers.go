@@ -11,15 +11,28 @@ package controllers
 
 import (
 	"github.com/proxysim/proxysim/scenarios"
-	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/controllers/endpoints"
 	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
 )
 
 func init() {
-	scenarios.RegisterController(func() scenarios.Controller { return &endpointSlicePart{} })
-	scenarios.RegisterController(func() scenarios.Controller { return &endpointsPart{} })
+	scenarios.RegisterController(controller{"endpointSlice", func() scenarios.ControllerSettings { return &EndpointSlice{} }})
+	scenarios.RegisterController(controller{"endpoints", func() scenarios.ControllerSettings { return &Endpoints{} }})
 }
+
+// controller is one registered controller: its steps and expectations are
+// the core's (podReady, rollingUpdate, latency, programmingLatency, writes,
+// endpoints), which work whatever writes the objects.
+type controller struct {
+	key      string
+	settings func() scenarios.ControllerSettings
+}
+
+func (c controller) Key() string                                  { return c.key }
+func (c controller) NewSettings() scenarios.ControllerSettings    { return c.settings() }
+func (c controller) Actions() []func() scenarios.Action           { return nil }
+func (c controller) Faults() []func() scenarios.Action            { return nil }
+func (c controller) Expectations() []func() scenarios.Expectation { return nil }
 
 // EndpointSlice are the EndpointSlice controller's flags.
 type EndpointSlice struct {
@@ -33,15 +46,7 @@ type EndpointSlice struct {
 	Src     scenarios.Src
 }
 
-type endpointSlicePart struct {
-	EndpointSlice *EndpointSlice `yaml:"endpointSlice"`
-}
-
-func (p *endpointSlicePart) Validate(v *scenarios.Validator) {
-	e := p.EndpointSlice
-	if e == nil {
-		return
-	}
+func (e *EndpointSlice) Validate(v *scenarios.Validator) {
 	// The ranges kube-controller-manager's flag validation enforces
 	// (cmd/kube-controller-manager/app/options/endpointslicecontroller.go).
 	if m := e.MaxEndpointsPerSlice; m != nil && (*m < 1 || *m > 1000) {
@@ -52,11 +57,8 @@ func (p *endpointSlicePart) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (p *endpointSlicePart) Attach(w *sim.World) error {
-	e := p.EndpointSlice
-	if e == nil {
-		return nil
-	}
+func (e *EndpointSlice) Attach(r *scenarios.Run) error {
+	w := r.World()
 	var cfg endpointslice.Config
 	if e.BatchPeriod != nil {
 		cfg.BatchPeriod = e.BatchPeriod.D()
@@ -79,25 +81,14 @@ type Endpoints struct {
 	Src     scenarios.Src
 }
 
-type endpointsPart struct {
-	Endpoints *Endpoints `yaml:"endpoints"`
-}
-
-func (p *endpointsPart) Validate(v *scenarios.Validator) {
-	e := p.Endpoints
-	if e == nil {
-		return
-	}
+func (e *Endpoints) Validate(v *scenarios.Validator) {
 	if n := e.Workers; n != nil && (*n < 1 || *n > 50) {
 		v.Errorf(e.Src.At("workers"), "want 1 to 50, got %d", *n)
 	}
 }
 
-func (p *endpointsPart) Attach(w *sim.World) error {
-	e := p.Endpoints
-	if e == nil {
-		return nil
-	}
+func (e *Endpoints) Attach(r *scenarios.Run) error {
+	w := r.World()
 	var cfg endpoints.Config
 	if e.BatchPeriod != nil {
 		cfg.BatchPeriod = e.BatchPeriod.D()

@@ -61,24 +61,7 @@ func (e *routeExpect) Validate(v *scenarios.Validator) {
 	if rt == nil {
 		return
 	}
-	rt.pkt = iptables.Packet{Src: net.ParseIP(rt.From)}
-	if rt.pkt.Src == nil {
-		v.Errorf(rt.Src.At("from"), "want an IP address, got %q", rt.From)
-	}
-	host, port, err := net.SplitHostPort(rt.To)
-	n, perr := strconv.Atoi(port)
-	if rt.pkt.Dst = net.ParseIP(host); err != nil || rt.pkt.Dst == nil || perr != nil || n < 1 || n > 65535 {
-		v.Errorf(rt.Src.At("to"), "want ip:port, got %q", rt.To)
-	}
-	rt.pkt.DPort = n
-	switch strings.ToUpper(rt.Protocol) {
-	case "", "TCP":
-		rt.pkt.Protocol = "tcp"
-	case "UDP", "SCTP":
-		rt.pkt.Protocol = strings.ToLower(rt.Protocol)
-	default:
-		v.Errorf(rt.Src.At("protocol"), "want TCP, UDP or SCTP, got %q", rt.Protocol)
-	}
+	rt.pkt = validatePacket(v, rt.Src, rt.From, rt.To, rt.Protocol)
 	if len(rt.Shares) == 0 {
 		v.Errorf(rt.Src.At("shares"), "required: where the connection goes, such as {10.244.1.2:8080: 1/2, 10.244.2.3:8080: 1/2} or {DROP: 1}")
 		return
@@ -106,12 +89,35 @@ func (e *routeExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
+// validatePacket checks a connection's from, to and protocol fields.
+func validatePacket(v *scenarios.Validator, src scenarios.Src, from, to, protocol string) iptables.Packet {
+	pkt := iptables.Packet{Src: net.ParseIP(from)}
+	if pkt.Src == nil {
+		v.Errorf(src.At("from"), "want an IP address, got %q", from)
+	}
+	host, port, err := net.SplitHostPort(to)
+	n, perr := strconv.Atoi(port)
+	if pkt.Dst = net.ParseIP(host); err != nil || pkt.Dst == nil || perr != nil || n < 1 || n > 65535 {
+		v.Errorf(src.At("to"), "want ip:port, got %q", to)
+	}
+	pkt.DPort = n
+	switch strings.ToUpper(protocol) {
+	case "", "TCP":
+		pkt.Protocol = "tcp"
+	case "UDP", "SCTP":
+		pkt.Protocol = strings.ToLower(protocol)
+	default:
+		v.Errorf(src.At("protocol"), "want TCP, UDP or SCTP, got %q", protocol)
+	}
+	return pkt
+}
+
 func (e *routeExpect) Check(r *scenarios.Run) {
 	rt := e.Route
 	if rt == nil {
 		return
 	}
-	got, err := dataplaneOf(r).Route(rt.pkt)
+	got, _, err := dataplaneOf(r).Route(rt.pkt)
 	if err != nil {
 		r.Fail(e.Src.At("route"), "route", formatShares(rt.shares), "error: "+err.Error())
 		return

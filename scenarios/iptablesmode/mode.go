@@ -3,12 +3,13 @@
 // iptables of fakes/. Its proxy settings (nodeIPs, clusterCIDR,
 // masqueradeAll), its golden (`iptables:` / `iptablesFile:`, iptables-save
 // text), its `route` expectation (where a new connection goes, with what
-// exact share), and its fault (`restoreFailures`). Importing it registers
-// the mode.
+// exact share, given the clients' earlier connections), its
+// `iptablesMetrics` expectation, its `connection` step (a client's
+// connection went to an endpoint: affinity history), and its fault
+// (`restoreFailures`). Importing it registers the mode.
 //
-// Every sync is a full sync and a failed restore fails the sync: that is
-// kube-proxy's iptables proxier, so proxy.syncFailsOnError changes nothing
-// here. It must not import netns.
+// A failed restore fails the sync: that is kube-proxy's iptables proxier,
+// so proxy.syncFailsOnError changes nothing here. It must not import netns.
 package iptablesmode
 
 import (
@@ -38,7 +39,9 @@ func (Mode) Name() string { return Name }
 
 func (Mode) NewSettings() scenarios.Settings { return &Settings{} }
 
-func (Mode) Actions() []func() scenarios.Action { return nil }
+func (Mode) Actions() []func() scenarios.Action {
+	return []func() scenarios.Action{func() scenarios.Action { return &connectionStep{} }}
+}
 
 func (Mode) Faults() []func() scenarios.Action {
 	return []func() scenarios.Action{func() scenarios.Action { return &restoreFault{} }}
@@ -48,12 +51,13 @@ func (Mode) Expectations() []func() scenarios.Expectation {
 	return []func() scenarios.Expectation{
 		func() scenarios.Expectation { return &tableExpect{} },
 		func() scenarios.Expectation { return &routeExpect{} },
+		func() scenarios.Expectation { return &metricsExpect{} },
 	}
 }
 
 // FullSyncPeriod is kube-proxy's proxyutil.FullSyncPeriod: the iptables
 // proxier's runner has it as its maxInterval, in both generations.
-const FullSyncPeriod = time.Hour
+const FullSyncPeriod = iptables.FullSyncPeriod
 
 // ShapeRunner gives the runner kube-proxy's iptables proxier builds: a
 // periodic sync every FullSyncPeriod, and a failed sync retried after
@@ -75,16 +79,23 @@ func syncPeriodOf(p scenarios.Proxy) time.Duration {
 }
 
 // Fake is fakes.IPTables behind restore-failure injection.
-func (Mode) Fake(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+func (Mode) Fake(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 	set, ok := s.Proxy.Settings.(*Settings)
 	if !ok {
 		return nil, fmt.Errorf("%s: an iptables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
 	}
 	raw := fakes.NewIPTables()
+	cfg := iptables.Config{ClusterCIDR: set.ClusterCIDR, MasqueradeAll: set.MasqueradeAll, SyncPeriod: syncPeriodOf(s.Proxy)}
+	for _, ip := range set.nodeIPs {
+		if ip.To4() != nil {
+			cfg.NodeIP = ip
+			break
+		}
+	}
 	return &Dataplane{
-		name: "fake",
-		cfg:  iptables.Config{ClusterCIDR: set.ClusterCIDR, MasqueradeAll: set.MasqueradeAll, SyncPeriod: syncPeriodOf(s.Proxy)},
-		raw:  raw, faults: iptables.WithFaults(raw), nodeIPs: set.nodeIPs,
+		name: "fake", cfg: cfg, clk: clk,
+		raw: raw, faults: iptables.WithFaults(raw), nodeIPs: set.nodeIPs,
+		recent: iptables.Recent{},
 	}, nil
 }
 
@@ -127,9 +138,16 @@ func (p *Settings) Validate(v *scenarios.Validator) {
 type Dataplane struct {
 	name    string
 	cfg     iptables.Config
+	clk     clock.PassiveClock
 	raw     *fakes.IPTables
 	faults  *iptables.Faults
 	nodeIPs []net.IP
+	kernel  Kernel // nil on the fake; see OnKernel
+	// recent is the kernel's `recent` lists, filled by connection steps.
+	recent iptables.Recent
+	// proxier is the one built at start or at the last restart: its
+	// metrics are the current ones (a restart resets counters).
+	proxier *iptables.Proxier
 }
 
 var _ scenarios.Dataplane = (*Dataplane)(nil)
@@ -139,17 +157,42 @@ func (d *Dataplane) Name() string { return d.name }
 // NewBackend builds an iptables proxier over the dataplane, at start and
 // at every restart.
 func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
-	return iptables.Backend(d.cfg, d.faults)(w)
+	d.proxier = iptables.New(d.cfg, d.faults, w.Clock, w.TraceDataplane)
+	return d.proxier, nil
 }
 
 // Snapshot is iptables-save of the filter and nat tables.
-func (d *Dataplane) Snapshot() (string, error) { return d.raw.SaveAll(), nil }
+func (d *Dataplane) Snapshot() (string, error) {
+	if d.kernel != nil {
+		return d.kernelSnapshot()
+	}
+	return d.raw.SaveAll(), nil
+}
 
-func (d *Dataplane) Close() error { return nil }
+func (d *Dataplane) Close() error {
+	if d.kernel != nil {
+		return d.kernel.Close()
+	}
+	return nil
+}
 
-// Route traces a new connection through the rules the fake holds now.
-func (d *Dataplane) Route(pkt iptables.Packet) (iptables.Shares, error) {
-	return iptables.Route(d.raw.Ruleset(), d.nodeIPs, pkt)
+// Route traces a new connection through the rules the fake holds now,
+// with the clients' history of earlier connection steps; it also returns
+// the recent lists a connection ending at each outcome sets. On a kernel
+// the prediction is then checked with real connections.
+func (d *Dataplane) Route(pkt iptables.Packet) (iptables.Shares, map[string][]string, error) {
+	if d.kernel != nil {
+		return d.kernelRoute(pkt)
+	}
+	return iptables.RouteWith(d.raw.Ruleset(), d.nodeIPs, pkt, d.history())
+}
+
+func (d *Dataplane) history() iptables.History {
+	var now time.Time
+	if d.clk != nil {
+		now = d.clk.Now()
+	}
+	return iptables.History{Recent: d.recent, Now: now}
 }
 
 func dataplaneOf(r *scenarios.Run) *Dataplane {

@@ -21,6 +21,17 @@ type Dataplane struct {
 	traffic ipvs.Traffic // nil: connect steps cannot run here
 	conns   map[string]ipvs.ConnectResult
 	close   func() error
+
+	// The operator's side (operator.go): the node's own sysctls, written
+	// once after the proxier's first startup; the latest outcome of each
+	// connection's send; an ARP probe from the client's segment (nil: not
+	// on this dataplane); and pace, which on a real kernel lets real time
+	// catch up with virtual time before the kernel is touched.
+	sysctls        map[string]int
+	sysctlsWritten bool
+	sends          map[string]string
+	arp            func(addr string) (bool, error)
+	pace           func()
 }
 
 var _ scenarios.Dataplane = (*Dataplane)(nil)
@@ -38,6 +49,7 @@ func newDataplane(name string, set *Settings, failSync bool, dp ipvs.Dataplane, 
 		},
 		raw: dp, faulty: ipvs.WithFaults(dp, faults), faults: faults,
 		traffic: traffic, conns: map[string]ipvs.ConnectResult{}, close: close,
+		sysctls: set.Sysctls, sends: map[string]string{}, pace: func() {},
 	}
 }
 
@@ -46,7 +58,11 @@ func (d *Dataplane) Name() string { return d.name }
 // NewBackend builds an IPVS proxier over the dataplane, at start and at
 // every restart.
 func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
-	return ipvs.Backend(d.cfg, d.faulty)(w)
+	b, err := ipvs.Backend(d.cfg, d.faulty)(w)
+	if err != nil {
+		return nil, err
+	}
+	return b, d.writeNodeSysctls(w)
 }
 
 // Snapshot is the IPVS table as `ipvsadm -Ln` shows it, sorted.

@@ -45,10 +45,10 @@ func (Mode) ShapeRunner(_ scenarios.Proxy, cfg runner.Config) runner.Config {
 }
 
 func (Mode) Actions() []func() scenarios.Action {
-	return []func() scenarios.Action{
+	return append([]func() scenarios.Action{
 		func() scenarios.Action { return &connectStep{} },
 		func() scenarios.Action { return &closeStep{} },
-	}
+	}, plugins.actions...)
 }
 
 func (Mode) Faults() []func() scenarios.Action {
@@ -56,13 +56,20 @@ func (Mode) Faults() []func() scenarios.Action {
 }
 
 func (Mode) Expectations() []func() scenarios.Expectation {
-	return []func() scenarios.Expectation{
+	return append([]func() scenarios.Expectation{
 		func() scenarios.Expectation { return &tableExpect{} },
 		func() scenarios.Expectation { return &sysctlsExpect{} },
 		func() scenarios.Expectation { return &addressesExpect{} },
 		func() scenarios.Expectation { return &drainingExpect{} },
 		func() scenarios.Expectation { return &connectionsExpect{} },
-	}
+	}, plugins.expectations...)
+}
+
+// plugins are the mode's steps and expectations that register themselves
+// from files of their own (see operator.go).
+var plugins struct {
+	actions      []func() scenarios.Action
+	expectations []func() scenarios.Expectation
 }
 
 // Fake is the in-memory IPVS of fakes/, for the scenario's kernel, on the
@@ -72,8 +79,16 @@ func (Mode) Fake(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Datap
 	if err != nil {
 		return nil, err
 	}
-	dp, h, _, _ := fakes.Dataplane(set.Kernel, clk)
-	return newDataplane("fake", set, s.Proxy.SyncFailsOnError, dp, h, func() error { return nil }), nil
+	dp, h, sys, _ := fakes.Dataplane(set.Kernel, clk)
+	d := newDataplane("fake", set, s.Proxy.SyncFailsOnError, dp, h, func() error { return nil })
+	// The fake's ARP: with arp_ignore 0 a host answers for any of its
+	// addresses on any interface, kube-ipvs0's included; with 1 only for
+	// addresses on the interface asked.
+	d.arp = func(string) (bool, error) {
+		v, err := sys.Get(ipvs.SysctlArpIgnore)
+		return v == 0, err
+	}
+	return d, nil
 }
 
 // Settings are the IPVS proxy's own fields.
@@ -83,7 +98,10 @@ type Settings struct {
 	Scheduler    string   `yaml:"scheduler"`
 	IPVSTimeouts Timeouts `yaml:"ipvsTimeouts"`
 	Kernel       string   `yaml:"kernel"`
-	Src          scenarios.Src
+	// Sysctls are the node's own settings, written once after the
+	// proxier's startup writes, as an operator's sysctl -w would be.
+	Sysctls map[string]int `yaml:"sysctls"`
+	Src     scenarios.Src
 }
 
 // Timeouts are ipvsadm --set's timeouts; zero leaves the kernel's.
@@ -111,6 +129,7 @@ func (p *Settings) Validate(v *scenarios.Validator) {
 	} else if _, err := ipvs.ParseKernelVersion(p.Kernel); err != nil {
 		v.Errorf(p.Src.At("kernel"), "%v", err)
 	}
+	validateSysctls(v, p.Src.At("sysctls"), p.Sysctls)
 	if p.Scheduler == "" {
 		p.Scheduler = ipvs.DefaultScheduler
 	} else if !Schedulers[p.Scheduler] {

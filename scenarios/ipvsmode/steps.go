@@ -166,7 +166,8 @@ func HasGolden(s *scenarios.Scenario) bool {
 }
 
 // HasTraffic reports whether an IPVS scenario opens or closes connections:
-// such stories run on the fake only (TIME_WAIT lasts real minutes).
+// on a real kernel such a story needs a client (OnKernelWithClient) and
+// runs in real time (TIME_WAIT lasts real minutes).
 func HasTraffic(s *scenarios.Scenario) bool {
 	for _, st := range s.Timeline {
 		for _, a := range st.Actions {

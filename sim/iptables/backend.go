@@ -3,9 +3,11 @@ package iptables
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/sim"
@@ -29,8 +31,8 @@ type Dataplane interface {
 }
 
 // jump is one of kube-proxy's jumps from a built-in chain into its own,
-// ensured outside the restore payload (kube-proxy's iptablesJumpChains and
-// the kubelet-compatible firewall jumps).
+// ensured outside the restore payload, on full syncs only (kube-proxy's
+// iptablesJumpChains and iptablesKubeletJumpChains).
 type jump struct {
 	table, from, to, comment, extra string
 }
@@ -52,40 +54,95 @@ var jumps = []jump{
 	{"filter", "OUTPUT", ChainKubeletFirewall, "", ""},
 }
 
+// rule is the jump as kube-proxy passes it to `iptables -I`: the extra
+// matches first, then the comment, then the target.
 func (j jump) rule() string {
 	var w []string
-	if j.comment != "" {
-		w = append(w, "-m", "comment", "--comment", quote(j.comment))
-	}
 	if j.extra != "" {
 		w = append(w, j.extra)
+	}
+	if j.comment != "" {
+		w = append(w, "-m", "comment", "--comment", quote(j.comment))
 	}
 	return strings.Join(append(w, "-j", j.to), " ")
 }
 
-// Proxier is the iptables backend: every sync is a full sync (kube-proxy's
-// partial syncs are not modelled yet), and a failed restore fails it.
+// Metrics are kube-proxy's iptables-mode metrics as exact values
+// (pkg/proxy/metrics/metrics.go; FACTS §5): what the proxier would have
+// published after its last sync.
+type Metrics struct {
+	// RestoreFailures is kubeproxy_sync_proxy_rules_iptables_restore_failures_total.
+	RestoreFailures int
+	// PartialRestoreFailures is
+	// kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total:
+	// failed syncs that were partial.
+	PartialRestoreFailures int
+	// RulesTotal is kubeproxy_sync_proxy_rules_iptables_total{table}: the
+	// rules kube-proxy owns, written or left alone by a partial sync.
+	RulesTotal map[string]int
+	// RulesLast is kubeproxy_sync_proxy_rules_iptables_last{table}: the
+	// rules the last sync wrote.
+	RulesLast map[string]int
+	// NoLocalEndpoints is
+	// kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy}
+	// ("internal", "external"), set by successful syncs only.
+	NoLocalEndpoints map[string]int
+	// FullSyncs and PartialSyncs count the syncs that ran (what the
+	// sync_full/partial_proxy_rules_duration_seconds histograms count),
+	// failed ones included.
+	FullSyncs, PartialSyncs int
+}
+
+func (m Metrics) clone() Metrics {
+	c := m
+	c.RulesTotal = maps.Clone(m.RulesTotal)
+	c.RulesLast = maps.Clone(m.RulesLast)
+	c.NoLocalEndpoints = maps.Clone(m.NoLocalEndpoints)
+	return c
+}
+
+// Proxier is the iptables backend: kube-proxy v1.36's syncProxyRules over
+// a Dataplane. A full sync at start, after any failure and, outside
+// large-cluster mode, once FullSyncPeriod has passed since the last; every
+// other sync is partial: the fixed chains and the filter table whole, but
+// only the changed services' own nat chains. A failed restore fails it.
 type Proxier struct {
 	cfg   Config
 	dp    Dataplane
 	clk   clock.PassiveClock
 	trace func(op, detail string, err error)
 
-	// lastCleanup is when stale chains were last looked for; zero before
-	// the first time, so a new proxier always looks.
+	needFullSync bool
+	lastFullSync time.Time
+	// large is large-cluster mode as the last sync found it: the hourly
+	// full sync looks at this, before the sync recomputes it.
+	large bool
+	// lastCleanup is when stale chains were last looked for.
 	lastCleanup time.Time
 	cleaned     bool
+
+	metrics Metrics
+	names   *names
 }
 
-// New builds a proxier over dp on clk (which times the stale-chain cleanup
-// of large-cluster mode); trace, if not nil, hears every dataplane
-// operation.
+// New builds a proxier over dp on clk (which times full syncs and the
+// stale-chain cleanup of large-cluster mode); trace, if not nil, hears
+// every dataplane operation.
 func New(cfg Config, dp Dataplane, clk clock.PassiveClock, trace func(op, detail string, err error)) *Proxier {
 	if trace == nil {
 		trace = func(string, string, error) {}
 	}
-	return &Proxier{cfg: cfg, dp: dp, clk: clk, trace: trace}
+	return &Proxier{cfg: cfg, dp: dp, clk: clk, trace: trace, needFullSync: true, names: newNames(),
+		metrics: Metrics{RulesTotal: map[string]int{}, RulesLast: map[string]int{}, NoLocalEndpoints: map[string]int{}}}
 }
+
+// ForceFullSync makes the next sync full, as kube-proxy's canary monitor
+// (forceSyncProxyRules) and a change of the node's topology labels
+// (OnTopologyChange) do.
+func (p *Proxier) ForceFullSync() { p.needFullSync = true }
+
+// Metrics returns a copy of the proxier's metrics.
+func (p *Proxier) Metrics() Metrics { return p.metrics.clone() }
 
 // Backend returns a sim.Config.NewBackend that programs dp, tracing each
 // restore. Each restart builds a new proxier over the same dataplane.
@@ -95,46 +152,96 @@ func Backend(cfg Config, dp Dataplane) func(*sim.World) (proxy.Backend, error) {
 	}
 }
 
-// Sync is one full sync: ensure the jumps into kube-proxy's chains, read
-// the nat table's chains back to find stale ones, and restore the whole
-// payload.
+// Sync is one sync, full or partial as kube-proxy decides it. A failed
+// sync makes the next one full: the change trackers are already drained.
 func (p *Proxier) Sync(st *proxy.SyncState) error {
-	for _, j := range jumps {
-		if err := p.dp.EnsureChain(j.table, j.to); err != nil {
-			p.trace("ensure-chain", j.table+" "+j.to, err)
-			return fmt.Errorf("iptables: ensure chain %s: %w", j.to, err)
+	// kube-proxy asks for more than FullSyncPeriod since the last full
+	// sync; its runner's periodic run comes FullSyncPeriod after that
+	// sync completed, which in real time is always a little more. In
+	// virtual time it is exactly that, hence at least.
+	full := p.needFullSync || (p.clk.Since(p.lastFullSync) >= FullSyncPeriod && !p.large)
+	if full {
+		p.metrics.FullSyncs++
+	} else {
+		p.metrics.PartialSyncs++
+	}
+	if err := p.sync(st, full); err != nil {
+		if !full {
+			p.metrics.PartialRestoreFailures++
 		}
-		if err := p.dp.EnsureRule(j.table, j.from, j.rule()); err != nil {
-			p.trace("ensure-rule", j.table+" "+j.from+" -> "+j.to, err)
-			return fmt.Errorf("iptables: ensure jump %s -> %s: %w", j.from, j.to, err)
+		p.needFullSync = true
+		return err
+	}
+	if full {
+		p.lastFullSync = p.clk.Now()
+	}
+	p.needFullSync = false
+	return nil
+}
+
+func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
+	if full {
+		// The jumps from the built-in chains are not part of the restore
+		// (it must not replace the built-in chains); a full sync makes sure
+		// they exist, so a flushed table heals at the next one.
+		for _, j := range jumps {
+			if err := p.dp.EnsureChain(j.table, j.to); err != nil {
+				p.trace("ensure-chain", j.table+" "+j.to, err)
+				return fmt.Errorf("iptables: ensure chain %s: %w", j.to, err)
+			}
+			if err := p.dp.EnsureRule(j.table, j.from, j.rule()); err != nil {
+				p.trace("ensure-rule", j.table+" "+j.from+" -> "+j.to, err)
+				return fmt.Errorf("iptables: ensure jump %s -> %s: %w", j.from, j.to, err)
+			}
+		}
+	}
+	pl := plan{full: full, large: LargeCluster(st), names: p.names}
+	p.large = pl.large
+	if !full {
+		pl.changed = map[types.NamespacedName]bool{}
+		for _, n := range st.Changed() {
+			pl.changed[n] = true
 		}
 	}
 	// Stale chains are looked for with an iptables-save of nat at every
 	// sync, or at most once per SyncPeriod in large-cluster mode (saving a
 	// huge table is slow). kube-proxy only logs a failed save and skips the
 	// cleanup; a read is no dataplane write, so it is not traced as one.
-	var existing []string
 	now := p.clk.Now()
-	large := LargeCluster(st)
-	if !large || !p.cleaned || now.Sub(p.lastCleanup) > p.cfg.SyncPeriod {
+	if !pl.large || !p.cleaned || now.Sub(p.lastCleanup) > p.cfg.SyncPeriod {
 		if save, err := p.dp.Save("nat"); err == nil {
-			existing = chainsOf(save)
+			pl.existingNAT, pl.cleanup = chainsOf(save), true
 			p.lastCleanup, p.cleaned = now, true
 		}
 	}
-	payload := render(p.cfg, st, existing, large)
-	err := p.dp.Restore(payload)
-	p.trace("restore", summary(payload), err)
+	r := render(p.cfg, st, pl)
+	// kube-proxy sets the rule gauges before the restore, so a failed one
+	// leaves them at what it tried to write.
+	p.metrics.RulesTotal["filter"] = r.filterRules
+	p.metrics.RulesLast["filter"] = r.filterRules
+	p.metrics.RulesTotal["nat"] = r.natRules + r.skippedNATRules - r.deletedChains
+	p.metrics.RulesLast["nat"] = r.natRules - r.deletedChains
+	err := p.dp.Restore(r.payload)
+	kind := "partial"
+	if full {
+		kind = "full"
+	}
+	p.trace("restore", kind+": "+summary(r.payload), err)
 	if err != nil {
+		p.metrics.RestoreFailures++
 		return fmt.Errorf("iptables: %w", err)
 	}
+	p.metrics.NoLocalEndpoints["internal"] = r.noLocalInternal
+	p.metrics.NoLocalEndpoints["external"] = r.noLocalExternal
 	return nil
 }
 
 // chainsOf lists the chains declared in iptables-save text.
 func chainsOf(save string) []string {
 	var out []string
-	for _, l := range strings.Split(save, "\n") {
+	for rest := save; rest != ""; {
+		var l string
+		l, rest, _ = strings.Cut(rest, "\n")
 		if strings.HasPrefix(l, ":") {
 			name, _, _ := strings.Cut(l[1:], " ")
 			out = append(out, name)

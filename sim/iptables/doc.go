@@ -8,10 +8,13 @@
 // It defines the Dataplane interface; fakes/ and, later, netns/ implement
 // it. It must not read the wall clock or import either of them.
 //
-// Modelled so far: the fixed chains, ClusterIP, NodePort, externalIP and
-// LoadBalancer entry points with Cluster and Local traffic policies,
-// ClientIP affinity, no-endpoint REJECT and no-local-endpoint DROP rules,
-// masquerade marks, stale-chain deletion, large-cluster mode (no service
-// comments, throttled cleanup), one full sync every time, IPv4. Not yet:
-// partial syncs, loadBalancerSourceRanges (the FW chains), metrics, IPv6.
+// Modelled: the fixed chains, ClusterIP, NodePort, externalIP and
+// LoadBalancer entry points with loadBalancerSourceRanges (the FW chains),
+// Cluster and Local traffic policies, ClientIP affinity, no-endpoint REJECT
+// and no-local-endpoint DROP rules, masquerade marks, stale-chain deletion,
+// full and partial syncs, large-cluster mode (no service comments,
+// throttled cleanup, no hourly full sync), kube-proxy's iptables metrics,
+// IPv4 and IPv6. e2e/upstream compares it with kube-proxy's own proxier
+// after every sync. Not modelled: nfacct rules (host-dependent), node-port
+// addresses other than all, conntrack cleanup.
 package iptables

@@ -31,6 +31,7 @@ func bigState(n, m int) *proxy.SyncState {
 		eps = append(eps, &proxy.Endpoint{IP: fmt.Sprintf("10.245.0.%d", i), Port: 8080, Ready: true, Serving: true})
 	}
 	st.Endpoints[small] = eps
+	st.EndpointsChanges.Updated = append(st.EndpointsChanges.Updated, small.NamespacedName)
 	return st
 }
 

@@ -2,16 +2,24 @@ package iptables
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/proxysim/proxysim/sim/proxy"
 )
 
-// Config is what the proxier renders with, beyond the cluster state.
+// Config is what the proxier renders with, beyond the cluster state. The
+// zero value is kube-proxy's defaults for IPv4 without a local-traffic
+// detector.
 type Config struct {
+	// Family is the proxier's IP family; empty means IPv4.
+	Family v1.IPFamily
 	// MasqueradeBit is the bit of the packet mark that asks for SNAT
 	// (kube-proxy's --iptables-masquerade-bit, default 14).
 	MasqueradeBit int
@@ -21,16 +29,41 @@ type Config struct {
 	ClusterCIDR string
 	// MasqueradeAll masquerades all traffic to ClusterIPs.
 	MasqueradeAll bool
+	// NodeIP is the node's address of this family: a loadBalancerSourceRange
+	// that contains it lets the node reach its own LoadBalancer IPs.
+	NodeIP net.IP
+	// NoLocalhostNodePorts turns off kube-proxy's --iptables-localhost-nodeports
+	// (on by default, IPv4 only): node ports then refuse 127.0.0.0/8 and the
+	// KUBE-FIREWALL localnet guard is not written.
+	NoLocalhostNodePorts bool
+	// ConntrackTCPLiberal is net/netfilter/nf_conntrack_tcp_be_liberal set on
+	// the node: kube-proxy then writes no INVALID-drop rule.
+	ConntrackTCPLiberal bool
+	// NoRandomFully is an iptables without MASQUERADE --random-fully
+	// (before 1.6.2).
+	NoRandomFully bool
 	// SyncPeriod is kube-proxy's --iptables-sync-period: in large-cluster
 	// mode, stale chains are cleaned up at most this often.
 	SyncPeriod time.Duration
 }
+
+func (c Config) ipv6() bool { return c.Family == v1.IPv6Protocol }
+
+// localhostNodePorts is whether node ports answer on 127.0.0.0/8: only for
+// IPv4 (kube-proxy's NewDualStackProxier turns it off for IPv6, and
+// NewProxier for any family whose node-port addresses miss loopback).
+func (c Config) localhostNodePorts() bool { return !c.ipv6() && !c.NoLocalhostNodePorts }
 
 // LargeClusterEndpoints is kube-proxy's largeClusterEndpointsThreshold:
 // with more endpoints than this over all service ports, the proxier drops
 // the comments of its per-service and per-endpoint rules and cleans up
 // stale chains at most once per SyncPeriod.
 const LargeClusterEndpoints = 1000
+
+// FullSyncPeriod is kube-proxy's proxyutil.FullSyncPeriod: outside
+// large-cluster mode, a sync more than this long after the last full one
+// is full.
+const FullSyncPeriod = time.Hour
 
 // LargeCluster reports whether a sync state puts kube-proxy in
 // large-cluster mode: endpoints of every service port, counted before
@@ -55,119 +88,234 @@ func (c Config) mark() string {
 	return fmt.Sprintf("%#08x", uint32(1)<<bit)
 }
 
-// payload accumulates restore lines the way kube-proxy's line buffers do:
-// chain declarations and rules of each table apart, concatenated at the end.
+// lines is one of kube-proxy's line buffers: words joined by spaces, one
+// line each, counted. A discarding one only counts, for the rules of
+// services a partial sync leaves alone (their count still feeds the
+// rules-total metric).
+type lines struct {
+	b       []byte
+	n       int
+	discard bool
+}
+
+func (l *lines) add(words ...string) {
+	l.n++
+	if l.discard {
+		return
+	}
+	for i, w := range words {
+		if i > 0 {
+			l.b = append(l.b, ' ')
+		}
+		l.b = append(l.b, w...)
+	}
+	l.b = append(l.b, '\n')
+}
+
+// chain writes a chain line: it creates the chain, or flushes it.
+func (l *lines) chain(name string) {
+	l.n++
+	if l.discard {
+		return
+	}
+	l.b = append(l.b, ':')
+	l.b = append(l.b, name...)
+	l.b = append(l.b, " - [0:0]\n"...)
+}
+
+// rule writes "-A chain", the comment match unless comment is empty, then
+// the rest of the words.
+func (l *lines) rule(chain, comment string, words ...string) {
+	l.n++
+	if l.discard {
+		return
+	}
+	l.b = append(l.b, "-A "...)
+	l.b = append(l.b, chain...)
+	if comment != "" {
+		l.b = append(l.b, " -m comment --comment "...)
+		l.b = append(l.b, comment...)
+	}
+	for _, w := range words {
+		l.b = append(l.b, ' ')
+		l.b = append(l.b, w...)
+	}
+	l.b = append(l.b, '\n')
+}
+
+// payload accumulates a restore the way kube-proxy's syncProxyRules does:
+// chain lines and rules of each table apart, concatenated at the end.
 type payload struct {
-	filterChains, filterRules, natChains, natRules []string
+	filterChains, filterRules, natChains, natRules lines
+	// skipChains and skipRules take the per-service nat chains of services
+	// a partial sync does not rewrite.
+	skipChains, skipRules lines
 	// large drops the comments of SVC, SVL and SEP rules (kube-proxy's
 	// appendServiceCommentLocked in large-cluster mode).
 	large bool
+	// active are the per-service nat chains this sync keeps.
+	active map[string]bool
+	names  *names
+	// noLocalInternal and noLocalExternal count service ports whose Local
+	// policy finds endpoints elsewhere but none on this node.
+	noLocalInternal, noLocalExternal int
 }
 
-// comment appends a service comment to words unless in large-cluster mode.
-func (p *payload) comment(words []string, text string) []string {
+// comment is a per-service or per-endpoint rule's comment, none in
+// large-cluster mode.
+func (p *payload) comment(text string) string {
 	if p.large {
-		return words
+		return ""
 	}
-	return append(words, "-m", "comment", "--comment", text)
+	return text
 }
-
-// line joins words with spaces: the caller quotes a comment with spaces.
-func line(words ...string) string { return strings.Join(words, " ") }
-
-func chainDecl(name string) string { return ":" + name + " - [0:0]" }
 
 func quote(s string) string { return `"` + s + `"` }
+
+// plan is what one sync renders: all of it, or only the services that
+// changed, and whether it looks for stale chains.
+type plan struct {
+	// full rewrites every service's chains; otherwise only those of changed.
+	full    bool
+	changed map[types.NamespacedName]bool
+	// existingNAT lists the nat chains the dataplane has now, so that stale
+	// service chains are flushed and deleted; nil skips the cleanup.
+	existingNAT []string
+	cleanup     bool
+	large       bool
+	// names is the proxier's cache; nil for a throwaway one.
+	names *names
+}
+
+// rendered is a restore payload and the counts kube-proxy's metrics take
+// from it.
+type rendered struct {
+	payload string
+	// filterRules and natRules are the rule lines written (a chain
+	// deletion counts as a nat rule line, as kube-proxy counts it);
+	// skippedNATRules those of unchanged services left out of a partial
+	// sync; deletedChains the stale chains deleted.
+	filterRules, natRules, skippedNATRules, deletedChains int
+	noLocalInternal, noLocalExternal                      int
+}
 
 // Render returns the restore payload of a full sync. existingNAT lists the
 // nat chains the dataplane has now, so that stale service chains are
 // flushed and deleted, as kube-proxy does after an iptables-save of the nat
 // table; nil skips the cleanup (large-cluster mode between cleanups).
-//
-// The order of lines follows kube-proxy v1.36's syncProxyRules
-// (pkg/proxy/iptables/proxier.go); where kube-proxy iterates a Go map
-// (service ports), services are taken in name order so that the payload is
-// deterministic.
 func Render(cfg Config, st *proxy.SyncState, existingNAT []string) string {
-	return render(cfg, st, existingNAT, LargeCluster(st))
+	return render(cfg, st, plan{full: true, existingNAT: existingNAT, cleanup: existingNAT != nil, large: LargeCluster(st)}).payload
 }
 
-// render is Render for a sync that knows already whether the cluster is
-// large (counting endpoints walks every service).
-func render(cfg Config, st *proxy.SyncState, existingNAT []string, large bool) string {
-	p := &payload{large: large}
+// render follows kube-proxy v1.36's syncProxyRules
+// (pkg/proxy/iptables/proxier.go) line for line in what it writes and in
+// which buffer. Where kube-proxy ranges over a Go map (service ports, and
+// the merged reachable endpoints), this takes names in order so that the
+// payload is deterministic; the restore's effect is the same.
+func render(cfg Config, st *proxy.SyncState, pl plan) rendered {
+	if pl.names == nil {
+		pl.names = newNames()
+	}
+	pl.names.gen++
+	defer pl.names.sweep()
+	p := &payload{large: pl.large, active: make(map[string]bool, len(pl.names.seps)+len(pl.names.ports)), names: pl.names}
+	// The line buffers of the last sync are reused, as kube-proxy's are.
+	bufs := &pl.names.bufs
+	p.filterChains.b, p.filterRules.b, p.natChains.b, p.natRules.b = bufs[0][:0], bufs[1][:0], bufs[2][:0], bufs[3][:0]
+	defer func() {
+		bufs[0], bufs[1], bufs[2], bufs[3] = p.filterChains.b, p.filterRules.b, p.natChains.b, p.natRules.b
+	}()
+	p.skipChains.discard, p.skipRules.discard = true, true
 	mark := cfg.mark()
 	for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
-		p.filterChains = append(p.filterChains, chainDecl(c))
+		p.filterChains.chain(c)
 	}
 	for _, c := range []string{ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq} {
-		p.natChains = append(p.natChains, chainDecl(c))
+		p.natChains.chain(c)
 	}
-	p.natRules = append(p.natRules,
-		line("-A", ChainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN"),
-		line("-A", ChainPostrouting, "-j", "MARK", "--xor-mark", mark),
-		// Every iptables this models (>= 1.6.2) has --random-fully.
-		line("-A", ChainPostrouting, "-m", "comment", "--comment", quote("kubernetes service traffic requiring SNAT"), "-j", "MASQUERADE", "--random-fully"),
-		line("-A", ChainMarkMasq, "-j", "MARK", "--or-mark", mark),
-	)
-	// localhost node ports are on (kube-proxy's default) for IPv4: the
-	// kubelet-compatible localnet firewall comes with them.
-	p.filterChains = append(p.filterChains, chainDecl(ChainKubeletFirewall))
-	p.filterRules = append(p.filterRules,
-		line("-A", ChainKubeletFirewall, "-m", "comment", "--comment", quote("block incoming localnet connections"),
-			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP"))
+	p.natRules.add("-A", ChainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
+	p.natRules.add("-A", ChainPostrouting, "-j", "MARK", "--xor-mark", mark)
+	if cfg.NoRandomFully {
+		p.natRules.add("-A", ChainPostrouting, "-m", "comment", "--comment", quote("kubernetes service traffic requiring SNAT"), "-j", "MASQUERADE")
+	} else {
+		p.natRules.add("-A", ChainPostrouting, "-m", "comment", "--comment", quote("kubernetes service traffic requiring SNAT"), "-j", "MASQUERADE", "--random-fully")
+	}
+	p.natRules.add("-A", ChainMarkMasq, "-j", "MARK", "--or-mark", mark)
+	if cfg.localhostNodePorts() {
+		// The localnet guard that comes with route_localnet.
+		p.filterChains.chain(ChainKubeletFirewall)
+		p.filterRules.add("-A", ChainKubeletFirewall, "-m", "comment", "--comment", quote("block incoming localnet connections"),
+			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
+	}
 
-	active := map[string]bool{}
 	names := make([]proxy.ServicePortName, 0, len(st.Services))
 	for n := range st.Services {
 		names = append(names, n)
 	}
 	sort.Slice(names, func(i, j int) bool { return lessPort(names[i], names[j]) })
 	for _, n := range names {
-		renderServicePort(p, cfg, st, n, st.Services[n], active)
+		renderServicePort(p, cfg, st, pl, n, st.Services[n])
 	}
 
-	var stale []string
-	for _, c := range existingNAT {
-		if isServiceChain(c) && !active[c] {
-			stale = append(stale, c)
+	deleted := 0
+	if pl.cleanup {
+		var stale []string
+		for _, c := range pl.existingNAT {
+			if isServiceChain(c) && !p.active[c] {
+				stale = append(stale, c)
+			}
+		}
+		sort.Strings(stale)
+		for _, c := range stale {
+			p.natChains.chain(c)
+			p.natRules.add("-X", c)
+			deleted++
 		}
 	}
-	sort.Strings(stale)
-	for _, c := range stale {
-		p.natChains = append(p.natChains, chainDecl(c))
-		p.natRules = append(p.natRules, line("-X", c))
-	}
 
-	// node-port addresses are "all" (kube-proxy's default) and localhost
-	// node ports are on, so no "! -d 127.0.0.0/8".
-	p.natRules = append(p.natRules, line("-A", ChainServices, "-m", "comment", "--comment",
-		quote("kubernetes service nodeports; NOTE: this must be the last rule in this chain"),
-		"-m", "addrtype", "--dst-type", "LOCAL", "-j", ChainNodePorts))
-	// nf_conntrack_tcp_be_liberal is off and there are no nfacct counters
-	// in a simulation (kube-proxy adds -m nfacct only when the kernel has
-	// them).
-	p.filterRules = append(p.filterRules,
-		line("-A", ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP"),
-		line("-A", ChainForward, "-m", "comment", "--comment", quote("kubernetes forwarding rules"), "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT"),
-		line("-A", ChainForward, "-m", "comment", "--comment", quote("kubernetes forwarding conntrack rule"), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"),
-	)
+	// Node-port addresses are "all" (kube-proxy's default): node ports
+	// answer on every local address, loopback only where localhost node
+	// ports are on.
+	switch {
+	case cfg.ipv6():
+		p.natRules.add("-A", ChainServices, "-m", "comment", "--comment",
+			quote("kubernetes service nodeports; NOTE: this must be the last rule in this chain"),
+			"-m", "addrtype", "--dst-type", "LOCAL", "!", "-d", "::1/128", "-j", ChainNodePorts)
+	case !cfg.localhostNodePorts():
+		p.natRules.add("-A", ChainServices, "-m", "comment", "--comment",
+			quote("kubernetes service nodeports; NOTE: this must be the last rule in this chain"),
+			"-m", "addrtype", "--dst-type", "LOCAL", "!", "-d", "127.0.0.0/8", "-j", ChainNodePorts)
+	default:
+		p.natRules.add("-A", ChainServices, "-m", "comment", "--comment",
+			quote("kubernetes service nodeports; NOTE: this must be the last rule in this chain"),
+			"-m", "addrtype", "--dst-type", "LOCAL", "-j", ChainNodePorts)
+	}
+	// No nfacct counters in a simulation: kube-proxy adds -m nfacct to the
+	// INVALID drop only when the kernel has them.
+	if !cfg.ConntrackTCPLiberal {
+		p.filterRules.add("-A", ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+	}
+	p.filterRules.add("-A", ChainForward, "-m", "comment", "--comment", quote("kubernetes forwarding rules"), "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT")
+	p.filterRules.add("-A", ChainForward, "-m", "comment", "--comment", quote("kubernetes forwarding conntrack rule"), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 
 	var b strings.Builder
-	lines := func(ls []string) {
-		for _, l := range ls {
-			b.WriteString(l)
-			b.WriteByte('\n')
-		}
-	}
+	b.Grow(len(p.filterChains.b) + len(p.filterRules.b) + len(p.natChains.b) + len(p.natRules.b) + 32)
 	b.WriteString("*filter\n")
-	lines(p.filterChains)
-	lines(p.filterRules)
+	b.Write(p.filterChains.b)
+	b.Write(p.filterRules.b)
 	b.WriteString("COMMIT\n*nat\n")
-	lines(p.natChains)
-	lines(p.natRules)
+	b.Write(p.natChains.b)
+	b.Write(p.natRules.b)
 	b.WriteString("COMMIT\n")
-	return b.String()
+	return rendered{
+		payload:         b.String(),
+		filterRules:     p.filterRules.n,
+		natRules:        p.natRules.n,
+		skippedNATRules: p.skipRules.n,
+		deletedChains:   deleted,
+		noLocalInternal: p.noLocalInternal,
+		noLocalExternal: p.noLocalExternal,
+	}
 }
 
 // ChainKubeletFirewall is the kubelet-compatible localnet firewall chain.
@@ -186,17 +334,16 @@ func lessPort(a, b proxy.ServicePortName) bool {
 	return a.Protocol < b.Protocol
 }
 
-// renderServicePort writes one service port's rules, following
-// kube-proxy's syncProxyRules loop body.
-func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, n proxy.ServicePortName, sp *proxy.ServicePort, active map[string]bool) {
+// renderServicePort writes one service port's rules, following the body
+// of kube-proxy's service loop in syncProxyRules.
+func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n proxy.ServicePortName, sp *proxy.ServicePort) {
 	proto := strings.ToLower(string(sp.Protocol))
 	name := n.String()
 	sel := proxy.SelectEndpoints(sp, st.Endpoints[n], st.NodeName, st.Zone)
 	hasEndpoints := sel.HasAnyEndpoints
 
-	svc := ServiceChain(PrefixSVC, n)
-	svl := ServiceChain(PrefixSVL, n)
-	ext := ServiceChain(PrefixEXT, n)
+	pn := p.names.port(n)
+	svc, svl, ext, fw := pn.svc, pn.svl, pn.ext, pn.fw
 	usesCluster := len(sel.Cluster) > 0 && sp.UsesClusterEndpoints()
 	usesLocal := len(sel.Local) > 0 && sp.UsesLocalEndpoints()
 
@@ -211,6 +358,11 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, n proxy.Serv
 		hasExternal = hasExternal && len(sel.Local) > 0
 	}
 	usesExt := hasEndpoints && sp.ExternallyAccessible()
+	lbChain := ext
+	usesFW := hasEndpoints && len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
+	if usesFW {
+		lbChain = fw
+	}
 
 	var intTarget, intComment, extTarget, extComment string
 	if !hasEndpoints {
@@ -220,38 +372,47 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, n proxy.Serv
 	} else {
 		if !hasInternal {
 			intTarget, intComment = "DROP", quote(name+" has no local endpoints")
+			p.noLocalInternal++
 		}
 		if !hasExternal {
 			extTarget, extComment = "DROP", quote(name+" has no local endpoints")
+			p.noLocalExternal++
 		}
 	}
 	port := strconv.Itoa(int(sp.Port))
-	match := func(dst, dport string) []string {
-		return []string{"-m", proto, "-p", proto, "-d", dst, "--dport", dport}
-	}
 	clusterIP := sp.ClusterIP.String()
 
 	if hasInternal {
-		p.natRules = append(p.natRules, line(append(append([]string{"-A", ChainServices, "-m", "comment", "--comment", quote(name + " cluster IP")}, match(clusterIP, port)...), "-j", internalChain)...))
+		p.natRules.add("-A", ChainServices, "-m", "comment", "--comment", quote(name+" cluster IP"),
+			"-m", proto, "-p", proto, "-d", clusterIP, "--dport", port, "-j", internalChain)
 	} else {
-		p.filterRules = append(p.filterRules, line(append(append([]string{"-A", ChainServices, "-m", "comment", "--comment", intComment}, match(clusterIP, port)...), "-j", intTarget)...))
+		p.filterRules.add("-A", ChainServices, "-m", "comment", "--comment", intComment,
+			"-m", proto, "-p", proto, "-d", clusterIP, "--dport", port, "-j", intTarget)
 	}
 	for _, ip := range sp.ExternalIPs {
 		if hasEndpoints {
-			p.natRules = append(p.natRules, line(append(append([]string{"-A", ChainServices, "-m", "comment", "--comment", quote(name + " external IP")}, match(ip, port)...), "-j", ext)...))
+			p.natRules.add("-A", ChainServices, "-m", "comment", "--comment", quote(name+" external IP"),
+				"-m", proto, "-p", proto, "-d", ip, "--dport", port, "-j", ext)
 		}
 		if !hasExternal {
-			p.filterRules = append(p.filterRules, line(append(append([]string{"-A", ChainExternalServices, "-m", "comment", "--comment", extComment}, match(ip, port)...), "-j", extTarget)...))
+			p.filterRules.add("-A", ChainExternalServices, "-m", "comment", "--comment", extComment,
+				"-m", proto, "-p", proto, "-d", ip, "--dport", port, "-j", extTarget)
 		}
 	}
 	for _, ip := range sp.LoadBalancerIPs {
 		if hasEndpoints {
-			p.natRules = append(p.natRules, line(append(append([]string{"-A", ChainServices, "-m", "comment", "--comment", quote(name + " loadbalancer IP")}, match(ip, port)...), "-j", ext)...))
+			p.natRules.add("-A", ChainServices, "-m", "comment", "--comment", quote(name+" loadbalancer IP"),
+				"-m", proto, "-p", proto, "-d", ip, "--dport", port, "-j", lbChain)
+		}
+		if usesFW {
+			p.filterRules.add("-A", ChainProxyFirewall, "-m", "comment", "--comment", quote(name+" traffic not accepted by "+fw),
+				"-m", proto, "-p", proto, "-d", ip, "--dport", port, "-j", "DROP")
 		}
 	}
 	if !hasExternal {
 		for _, ip := range sp.LoadBalancerIPs {
-			p.filterRules = append(p.filterRules, line(append(append([]string{"-A", ChainExternalServices, "-m", "comment", "--comment", extComment}, match(ip, port)...), "-j", extTarget)...))
+			p.filterRules.add("-A", ChainExternalServices, "-m", "comment", "--comment", extComment,
+				"-m", proto, "-p", proto, "-d", ip, "--dport", port, "-j", extTarget)
 		}
 	}
 	if sp.NodePort != 0 {
@@ -260,79 +421,118 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, n proxy.Serv
 			// No localhost nfacct counter in a simulation, so no extra
 			// 127.0.0.0/8 rule (kube-proxy writes it only when the counter
 			// exists).
-			p.natRules = append(p.natRules, line("-A", ChainNodePorts, "-m", "comment", "--comment", name, "-m", proto, "-p", proto, "--dport", np, "-j", ext))
+			p.natRules.add("-A", ChainNodePorts, "-m", "comment", "--comment", name, "-m", proto, "-p", proto, "--dport", np, "-j", ext)
 		}
 		if !hasExternal {
-			p.filterRules = append(p.filterRules, line("-A", ChainExternalServices, "-m", "comment", "--comment", extComment,
-				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", np, "-j", extTarget))
+			p.filterRules.add("-A", ChainExternalServices, "-m", "comment", "--comment", extComment,
+				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", np, "-j", extTarget)
 		}
 	}
 	if sp.HealthCheckNodePort != 0 {
-		p.filterRules = append(p.filterRules, line("-A", ChainNodePorts, "-m", "comment", "--comment", quote(name+" health check node port"),
-			"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(int(sp.HealthCheckNodePort)), "-j", "ACCEPT"))
+		p.filterRules.add("-A", ChainNodePorts, "-m", "comment", "--comment", quote(name+" health check node port"),
+			"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(int(sp.HealthCheckNodePort)), "-j", "ACCEPT")
+	}
+
+	// A partial sync leaves the chains of unchanged services as they are,
+	// but still walks them: their chains stay active and their rules count.
+	natChains, natRules := &p.natChains, &p.natRules
+	if !pl.full && !pl.changed[n.NamespacedName] {
+		natChains, natRules = &p.skipChains, &p.skipRules
 	}
 
 	if hasInternal {
-		args := append([]string{"-A", internalChain, "-m", "comment", "--comment", quote(name + " cluster IP")}, match(clusterIP, port)...)
 		switch {
 		case cfg.MasqueradeAll:
-			p.natRules = append(p.natRules, line(append(args, "-j", ChainMarkMasq)...))
+			natRules.rule(internalChain, quote(name+" cluster IP"), "-m", proto, "-p", proto, "-d", clusterIP, "--dport", port, "-j", ChainMarkMasq)
 		case cfg.ClusterCIDR != "":
-			p.natRules = append(p.natRules, line(append(args, "!", "-s", cfg.ClusterCIDR, "-j", ChainMarkMasq)...))
+			natRules.rule(internalChain, quote(name+" cluster IP"), "-m", proto, "-p", proto, "-d", clusterIP, "--dport", port, "!", "-s", cfg.ClusterCIDR, "-j", ChainMarkMasq)
 		}
 	}
 	if usesExt {
-		p.natChains = append(p.natChains, chainDecl(ext))
-		active[ext] = true
+		natChains.chain(ext)
+		p.active[ext] = true
 		if !sp.ExternalPolicyLocal {
-			p.natRules = append(p.natRules, line("-A", ext, "-m", "comment", "--comment", quote("masquerade traffic for "+name+" external destinations"), "-j", ChainMarkMasq))
+			natRules.add("-A", ext, "-m", "comment", "--comment", quote("masquerade traffic for "+name+" external destinations"), "-j", ChainMarkMasq)
 		} else {
 			if cfg.ClusterCIDR != "" {
-				p.natRules = append(p.natRules, line("-A", ext, "-m", "comment", "--comment", quote("pod traffic for "+name+" external destinations"), "-s", cfg.ClusterCIDR, "-j", svc))
+				natRules.add("-A", ext, "-m", "comment", "--comment", quote("pod traffic for "+name+" external destinations"), "-s", cfg.ClusterCIDR, "-j", svc)
 			}
-			p.natRules = append(p.natRules,
-				line("-A", ext, "-m", "comment", "--comment", quote("masquerade LOCAL traffic for "+name+" external destinations"), "-m", "addrtype", "--src-type", "LOCAL", "-j", ChainMarkMasq),
-				line("-A", ext, "-m", "comment", "--comment", quote("route LOCAL traffic for "+name+" external destinations"), "-m", "addrtype", "--src-type", "LOCAL", "-j", svc))
+			natRules.add("-A", ext, "-m", "comment", "--comment", quote("masquerade LOCAL traffic for "+name+" external destinations"), "-m", "addrtype", "--src-type", "LOCAL", "-j", ChainMarkMasq)
+			natRules.add("-A", ext, "-m", "comment", "--comment", quote("route LOCAL traffic for "+name+" external destinations"), "-m", "addrtype", "--src-type", "LOCAL", "-j", svc)
 		}
 		if hasExternal {
-			p.natRules = append(p.natRules, line("-A", ext, "-j", externalPolicy))
+			natRules.add("-A", ext, "-j", externalPolicy)
 		}
 	}
+	if usesFW {
+		// loadBalancerSourceRanges: sources in a range go on to the EXT
+		// chain; the rest fall off the end undNATed and meet the DROP in
+		// filter KUBE-PROXY-FIREWALL. When a range holds the node's own
+		// address, the node reaching the LB IP (source = the LB IP itself)
+		// is let through too.
+		natChains.chain(fw)
+		p.active[fw] = true
+		lbComment := quote(name + " loadbalancer IP")
+		fromNode := false
+		for _, cidr := range sp.LoadBalancerSourceRanges {
+			natRules.add("-A", fw, "-m", "comment", "--comment", lbComment, "-s", cidr, "-j", ext)
+			if cfg.NodeIP != nil {
+				if _, n, err := net.ParseCIDR(cidr); err == nil && n.Contains(cfg.NodeIP) {
+					fromNode = true
+				}
+			}
+		}
+		if fromNode {
+			for _, ip := range sp.LoadBalancerIPs {
+				natRules.add("-A", fw, "-m", "comment", "--comment", lbComment, "-s", ip, "-j", ext)
+			}
+		}
+		natRules.add("-A", fw, "-m", "comment", "--comment", quote("other traffic to "+name+" will be dropped by KUBE-PROXY-FIREWALL"))
+	}
 	if usesCluster {
-		p.natChains = append(p.natChains, chainDecl(svc))
-		active[svc] = true
-		writeEndpointRules(p, n, sp, svc, sel.Cluster)
+		natChains.chain(svc)
+		p.active[svc] = true
+		writeEndpointRules(p, natRules, pn, n, sp, svc, sel.Cluster)
 	}
 	if usesLocal {
-		p.natChains = append(p.natChains, chainDecl(svl))
-		active[svl] = true
-		writeEndpointRules(p, n, sp, svl, sel.Local)
+		natChains.chain(svl)
+		p.active[svl] = true
+		writeEndpointRules(p, natRules, pn, n, sp, svl, sel.Local)
 	}
 	// The endpoint chains: those of the cluster set, then the local ones
-	// not already written (kube-proxy's allLocallyReachableEndpoints).
-	seen := map[string]bool{}
-	var reachable []*proxy.Endpoint
-	if usesCluster {
-		reachable = append(reachable, sel.Cluster...)
+	// not already written (kube-proxy's allLocallyReachableEndpoints; the
+	// same set, in a fixed order).
+	reachable := sel.Cluster
+	if !sp.UsesClusterEndpoints() {
+		reachable = nil
 	}
-	if usesLocal {
-		reachable = append(reachable, sel.Local...)
+	if sp.UsesLocalEndpoints() && len(sel.Local) > 0 {
+		if len(reachable) == 0 {
+			reachable = sel.Local
+		} else {
+			seen := make(map[string]bool, len(reachable))
+			for _, e := range reachable {
+				seen[e.String()] = true
+			}
+			reachable = append([]*proxy.Endpoint(nil), reachable...)
+			for _, e := range sel.Local {
+				if !seen[e.String()] {
+					reachable = append(reachable, e)
+				}
+			}
+		}
 	}
+	comment := p.comment(name)
 	for _, e := range reachable {
-		ep := e.String()
-		if seen[ep] {
-			continue
-		}
-		seen[ep] = true
-		sep := EndpointChain(n, ep)
-		p.natChains = append(p.natChains, chainDecl(sep))
-		active[sep] = true
-		args := p.comment([]string{"-A", sep}, name)
-		p.natRules = append(p.natRules, line(append(args, "-s", e.IP, "-j", ChainMarkMasq)...))
+		en := p.names.endpoint(pn, n, e)
+		natChains.chain(en.chain)
+		p.active[en.chain] = true
+		natRules.rule(en.chain, comment, "-s", e.IP, "-j", ChainMarkMasq)
 		if sp.SessionAffinityClientIP {
-			args = append(args, "-m", "recent", "--name", sep, "--set")
+			natRules.rule(en.chain, comment, "-m", "recent", "--name", en.chain, "--set", "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", en.ep)
+		} else {
+			natRules.rule(en.chain, comment, "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", en.ep)
 		}
-		p.natRules = append(p.natRules, line(append(args, "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", ep)...))
 	}
 }
 
@@ -340,24 +540,116 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, n proxy.Serv
 // one rule per endpoint where endpoint i of n is taken with probability
 // 1/(n-i) of what reaches it and the last one unconditionally, so each gets
 // 1/n (kube-proxy's writeServiceToEndpointRules).
-func writeEndpointRules(p *payload, n proxy.ServicePortName, sp *proxy.ServicePort, chain string, eps []*proxy.Endpoint) {
-	name := n.String()
+func writeEndpointRules(p *payload, out *lines, pn *portNames, n proxy.ServicePortName, sp *proxy.ServicePort, chain string, eps []*proxy.Endpoint) {
 	if sp.SessionAffinityClientIP {
-		secs := sp.StickyMaxAgeSeconds
-		if secs == 0 {
-			secs = proxy.DefaultAffinityTimeout
+		timeout := sp.StickyMaxAgeSeconds
+		if timeout == 0 {
+			timeout = proxy.DefaultAffinityTimeout
 		}
+		secs := strconv.Itoa(int(timeout))
 		for _, e := range eps {
-			sep := EndpointChain(n, e.String())
-			args := p.comment([]string{"-A", chain}, quote(name+" -> "+e.String()))
-			p.natRules = append(p.natRules, line(append(args, "-m", "recent", "--name", sep, "--rcheck", "--seconds", strconv.Itoa(int(secs)), "--reap", "-j", sep)...))
+			en := p.names.endpoint(pn, n, e)
+			out.rule(chain, p.comment(en.arrow), "-m", "recent", "--name", en.chain, "--rcheck", "--seconds", secs, "--reap", "-j", en.chain)
 		}
 	}
 	for i, e := range eps {
-		args := p.comment([]string{"-A", chain}, quote(name+" -> "+e.String()))
+		en := p.names.endpoint(pn, n, e)
 		if i < len(eps)-1 {
-			args = append(args, "-m", "statistic", "--mode", "random", "--probability", Probability(len(eps)-i))
+			out.rule(chain, p.comment(en.arrow), "-m", "statistic", "--mode", "random", "--probability", p.names.probability(len(eps)-i), "-j", en.chain)
+		} else {
+			out.rule(chain, p.comment(en.arrow), "-j", en.chain)
 		}
-		p.natRules = append(p.natRules, line(append(args, "-j", EndpointChain(n, e.String()))...))
+	}
+}
+
+// names caches what kube-proxy caches in its service and endpoint infos:
+// chain names (a SHA-256 each) and the texts built from them, kept across
+// syncs; and the probability texts, as its precomputedProbabilities.
+type names struct {
+	gen   int
+	ports map[proxy.ServicePortName]*portNames
+	seps  map[sepKey]*sepNames
+	probs []string
+	bufs  [4][]byte
+}
+
+type portNames struct {
+	gen                    int
+	key, svc, svl, ext, fw string
+}
+
+type sepKey struct {
+	port proxy.ServicePortName
+	ip   string
+	num  int32
+}
+
+type sepNames struct {
+	gen int
+	// ep is "ip:port", chain its KUBE-SEP chain, arrow the comment of the
+	// service chain's rules for it.
+	ep, chain, arrow string
+}
+
+func newNames() *names {
+	return &names{ports: map[proxy.ServicePortName]*portNames{}, seps: map[sepKey]*sepNames{}}
+}
+
+func (c *names) port(n proxy.ServicePortName) *portNames {
+	pn := c.ports[n]
+	if pn == nil {
+		h := hash16(portKey(n))
+		pn = &portNames{key: portKey(n), svc: PrefixSVC + h, svl: PrefixSVL + h, ext: PrefixEXT + h, fw: PrefixFW + h}
+		c.ports[n] = pn
+	}
+	pn.gen = c.gen
+	return pn
+}
+
+func (c *names) endpoint(pn *portNames, n proxy.ServicePortName, e *proxy.Endpoint) *sepNames {
+	k := sepKey{n, e.IP, e.Port}
+	en := c.seps[k]
+	if en == nil {
+		ep := e.String()
+		en = &sepNames{ep: ep, chain: PrefixSEP + hash16(pn.key+ep), arrow: quote(n.String() + " -> " + ep)}
+		c.seps[k] = en
+	}
+	en.gen = c.gen
+	return en
+}
+
+func (c *names) probability(n int) string {
+	for len(c.probs) <= n {
+		c.probs = append(c.probs, Probability(max(len(c.probs), 1)))
+	}
+	return c.probs[n]
+}
+
+// sweep forgets what the last render did not use, once the cache holds
+// more than twice that.
+func (c *names) sweep() {
+	used := 0
+	for _, pn := range c.ports {
+		if pn.gen == c.gen {
+			used++
+		}
+	}
+	for _, en := range c.seps {
+		if en.gen == c.gen {
+			used++
+		}
+	}
+	if len(c.ports)+len(c.seps) <= 2*used+64 {
+		return
+	}
+	for k, pn := range c.ports {
+		if pn.gen != c.gen {
+			delete(c.ports, k)
+		}
+	}
+	for k, en := range c.seps {
+		if en.gen != c.gen {
+			delete(c.seps, k)
+		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Packet is the first packet of a new connection, as the tracer sees it.
@@ -44,6 +46,28 @@ func (s Shares) String() string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
+// Recent is the state of the kernel's `recent` match (xt_recent): for each
+// list, each source address and when a rule last --set it.
+type Recent map[string]map[string]time.Time
+
+// History is what the tracer knows of earlier connections: the recent
+// lists, read at Now.
+type History struct {
+	Recent Recent
+	Now    time.Time
+}
+
+// Remember records, at h.Now, that src's connection took a path that set
+// the given lists (the --set of the endpoint chain it was DNATed in).
+func (h History) Remember(src net.IP, lists []string) {
+	for _, l := range lists {
+		if h.Recent[l] == nil {
+			h.Recent[l] = map[string]time.Time{}
+		}
+		h.Recent[l][src.String()] = h.Now
+	}
+}
+
 // Route traces pkt through rs and returns each outcome's exact share.
 // local are the node's own addresses (addrtype LOCAL; a packet from one of
 // them is generated on the node): a locally generated packet takes nat
@@ -55,10 +79,20 @@ func (s Shares) String() string {
 // decimal kube-proxy printed: 0.3333333333 is not 1/3, so shares are exact
 // for the rules as written and differ from 1/n by at most about 1e-10 per
 // probabilistic rule on a path. The packet opens a new connection: ctstate
-// is NEW (plus DNAT in filter once translated), `recent --rcheck` never
-// matches (no history), marks start at 0.
+// is NEW (plus DNAT in filter once translated), marks start at 0, and the
+// client has no history: `recent --rcheck` never matches (see RouteWith).
 func Route(rs Ruleset, local []net.IP, pkt Packet) (Shares, error) {
-	t := &tracer{rs: rs, local: local, pkt: pkt}
+	sh, _, err := RouteWith(rs, local, pkt, History{})
+	return sh, err
+}
+
+// RouteWith is Route for a client with a history: `recent --rcheck
+// --seconds S` matches when the list holds the source, set at most S
+// seconds before h.Now (as xt_recent compares), so ClientIP affinity keeps
+// a client on the endpoint of its earlier connection. It also returns, for
+// each outcome, the recent lists a connection ending there sets.
+func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[string][]string, error) {
+	t := &tracer{rs: rs, local: local, pkt: pkt, hist: h}
 	isLocal := t.isLocal(pkt.Src)
 	natHook := "PREROUTING"
 	if isLocal {
@@ -67,9 +101,17 @@ func Route(rs Ruleset, local []net.IP, pkt Packet) (Shares, error) {
 	start := state{dst: pkt.Dst, dport: pkt.DPort}
 	nat, err := t.chain("nat", natHook, start, big.NewRat(1, 1), 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := Shares{}
+	sets := map[string][]string{}
+	addSets := func(k string, l []string) {
+		for _, n := range l {
+			if !slices.Contains(sets[k], n) {
+				sets[k] = append(sets[k], n)
+			}
+		}
+	}
 	for _, b := range nat {
 		if b.verdict == VerdictDrop || b.verdict == VerdictReject {
 			out.add(b.verdict, b.w)
@@ -85,7 +127,7 @@ func Route(rs Ruleset, local []net.IP, pkt Packet) (Shares, error) {
 		b.st.filter = true
 		filter, err := t.chain("filter", hook, b.st, b.w, 0)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, f := range filter {
 			v := f.verdict
@@ -93,9 +135,15 @@ func Route(rs Ruleset, local []net.IP, pkt Packet) (Shares, error) {
 				v = f.st.dnat
 			}
 			out.add(v, f.w)
+			if f.w.Sign() > 0 {
+				addSets(v, f.st.sets)
+			}
 		}
 	}
-	return out, nil
+	for k := range sets {
+		sort.Strings(sets[k])
+	}
+	return out, sets, nil
 }
 
 func (s Shares) add(k string, w *big.Rat) {
@@ -114,6 +162,8 @@ type state struct {
 	mark   uint32
 	dnat   string // ip:port once DNATed
 	filter bool   // in the filter table: ctstate has DNAT once translated
+	// sets are the recent lists --set on the way, shared copy-on-append.
+	sets []string
 }
 
 type branch struct {
@@ -126,6 +176,7 @@ type tracer struct {
 	rs    Ruleset
 	local []net.IP
 	pkt   Packet
+	hist  History
 }
 
 func (t *tracer) isLocal(ip net.IP) bool {
@@ -181,6 +232,9 @@ func (t *tracer) chain(table, name string, st state, w *big.Rat, depth int) ([]b
 				continue
 			}
 			st := b.st
+			if r.RecentSet {
+				st.sets = append(st.sets[:len(st.sets):len(st.sets)], r.RecentName)
+			}
 			switch r.Target {
 			case "": // a match with no target only counts
 				next = append(next, branch{st: st, w: taken})
@@ -275,8 +329,52 @@ func (t *tracer) matches(r *Rule, st state) (bool, error) {
 			return false, nil
 		}
 	}
-	if r.RecentCheck {
+	if r.RecentCheck && !t.seen(r.RecentName, r.RecentSeconds) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// seen is xt_recent's --rcheck --seconds: the source is in the list and
+// was last set at most seconds ago (0: any time).
+func (t *tracer) seen(list string, seconds int) bool {
+	at, ok := t.hist.Recent[list][t.pkt.Src.String()]
+	return ok && fresh(at, t.hist.Now, seconds)
+}
+
+// fresh is xt_recent's age test (net/netfilter/xt_recent.c, recent_mt): a
+// stamp is skipped only when it is older than now minus the window, so an
+// entry exactly seconds old still matches.
+func fresh(at, now time.Time, seconds int) bool {
+	return seconds == 0 || now.Sub(at) <= time.Duration(seconds)*time.Second
+}
+
+// Live is the part of the history that rs's `--rcheck` rules would still
+// match at h.Now: for each list, the sources (sorted) whose entry is fresh
+// for every rule that checks the list. It is what a real kernel's lists
+// must hold for a connection there to start from the same history.
+func (h History) Live(rs Ruleset) map[string][]string {
+	window := map[string]int{} // the shortest window a rule checks a list with
+	for _, table := range Tables {
+		for _, c := range rs[table] {
+			for _, r := range c.Rules {
+				if !r.RecentCheck {
+					continue
+				}
+				if w, ok := window[r.RecentName]; !ok || (r.RecentSeconds != 0 && (w == 0 || r.RecentSeconds < w)) {
+					window[r.RecentName] = r.RecentSeconds
+				}
+			}
+		}
+	}
+	out := map[string][]string{}
+	for list, w := range window {
+		for src, at := range h.Recent[list] {
+			if fresh(at, h.Now, w) {
+				out[list] = append(out[list], src)
+			}
+		}
+		sort.Strings(out[list])
+	}
+	return out
 }

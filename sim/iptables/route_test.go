@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,9 +30,11 @@ func state(n int, mutate func(*proxy.ServicePort)) *proxy.SyncState {
 		eps = append(eps, &proxy.Endpoint{IP: fmt.Sprintf("10.244.%d.%d", i/256, i%256), Port: 8080, Ready: true, Serving: true})
 	}
 	return &proxy.SyncState{
-		Services:  proxy.ServiceMap{web: sp},
-		Endpoints: proxy.EndpointsMap{web: eps},
-		NodeName:  "node-1",
+		Services:         proxy.ServiceMap{web: sp},
+		Endpoints:        proxy.EndpointsMap{web: eps},
+		ServiceChanges:   proxy.ServiceMapResult{Updated: []types.NamespacedName{web.NamespacedName}},
+		EndpointsChanges: proxy.EndpointsMapResult{Updated: []types.NamespacedName{web.NamespacedName}},
+		NodeName:         "node-1",
 	}
 }
 
@@ -147,5 +150,62 @@ func TestARefusedRestoreFailsTheSyncAndChangesNothing(t *testing.T) {
 	}
 	if sh := route(t, dp, pod); sh.String() != "{10.244.0.1:8080: 1/2, 10.244.0.2:8080: 1/2}" {
 		t.Errorf("after the refused restore: %v", sh)
+	}
+}
+
+// With a history, ClientIP affinity keeps a client on the endpoint of its
+// first connection for the affinity timeout; other clients still spread,
+// and after the timeout the client spreads again.
+func TestAffinityKeepsAClientOnItsEndpoint(t *testing.T) {
+	dp := synced(t, state(3, func(sp *proxy.ServicePort) {
+		sp.SessionAffinityClientIP = true
+		sp.StickyMaxAgeSeconds = 60
+	}))
+	start := epoch().Now()
+	h := iptables.History{Recent: iptables.Recent{}, Now: start}
+	pkt := iptables.Packet{Src: pod, Dst: vip, DPort: 80, Protocol: "tcp"}
+	first, sets, err := iptables.RouteWith(dp.Ruleset(), []net.IP{node}, pkt, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 3 {
+		t.Fatalf("first connection: %v, want three endpoints", first)
+	}
+	ep := "10.244.0.2:8080"
+	sep := iptables.EndpointChain(web, ep)
+	if got := sets[ep]; len(got) != 1 || got[0] != sep {
+		t.Fatalf("a connection to %s sets %v, want [%s]", ep, got, sep)
+	}
+	h.Remember(pod, sets[ep])
+	for _, c := range []struct {
+		after time.Duration
+		want  string
+	}{
+		{0, "{10.244.0.2:8080: 1}"},
+		{59 * time.Second, "{10.244.0.2:8080: 1}"},
+		// xt_recent's recent_mt skips only stamps older than the window:
+		// an entry exactly --seconds old still matches.
+		{60 * time.Second, "{10.244.0.2:8080: 1}"},
+		{60*time.Second + time.Millisecond, first.String()},
+	} {
+		h.Now = start.Add(c.after)
+		got, _, err := iptables.RouteWith(dp.Ruleset(), []net.IP{node}, pkt, h)
+		if err != nil || got.String() != c.want {
+			t.Errorf("%v after the first connection: %v %v, want %s", c.after, got, err, c.want)
+		}
+	}
+	h.Now = start.Add(60 * time.Second)
+	if live := h.Live(dp.Ruleset()); len(live[sep]) != 1 || live[sep][0] != pod.String() {
+		t.Errorf("live lists at the timeout: %v, want %s in %s", live, pod, sep)
+	}
+	h.Now = start.Add(61 * time.Second)
+	if live := h.Live(dp.Ruleset()); len(live[sep]) != 0 {
+		t.Errorf("live lists past the timeout: %v, want none", live)
+	}
+	h.Now = start
+	other := pkt
+	other.Src = net.ParseIP("10.244.9.10")
+	if got, _, _ := iptables.RouteWith(dp.Ruleset(), []net.IP{node}, other, h); got.String() != first.String() {
+		t.Errorf("another client: %v, want the spread %v", got, first)
 	}
 }

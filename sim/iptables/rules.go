@@ -400,14 +400,30 @@ func (rs Ruleset) Save(table string) string {
 	}
 	sort.Strings(user)
 	names = append(append(names, BuiltinChains[table]...), user...)
+	size := len(table) + 16
+	for _, n := range names {
+		size += 2*len(n) + 16
+		for _, r := range t[n].Rules {
+			size += len(n) + len(r.Text) + 5
+		}
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteString("*" + table + "\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, ":%s %s [0:0]\n", n, t[n].Policy)
+		b.WriteString(":")
+		b.WriteString(n)
+		b.WriteByte(' ')
+		b.WriteString(t[n].Policy)
+		b.WriteString(" [0:0]\n")
 	}
 	for _, n := range names {
 		for _, r := range t[n].Rules {
-			fmt.Fprintf(&b, "-A %s %s\n", n, r.Text)
+			b.WriteString("-A ")
+			b.WriteString(n)
+			b.WriteByte(' ')
+			b.WriteString(r.Text)
+			b.WriteByte('\n')
 		}
 	}
 	b.WriteString("COMMIT\n")

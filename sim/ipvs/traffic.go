@@ -34,6 +34,9 @@ type ConnectResult struct {
 type ConnInfo struct {
 	Server string
 	State  string // ESTABLISHED, FIN_WAIT, TIME_WAIT, CLOSE, UDP, or GONE
+	// Expires is how long until the entry expires by itself; 0 when it
+	// does not (the fake's ESTABLISHED entries, kept alive by their client).
+	Expires time.Duration
 }
 
 // How connections fail, in words every Traffic implementation shares, so

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,6 +54,11 @@ type ServicePort struct {
 	ExternalPolicyLocal     bool
 	InternalPolicyLocal     bool
 	HealthCheckNodePort     int32
+
+	// LoadBalancerSourceRanges are the CIDRs of this family allowed to
+	// reach the LoadBalancer IPs, canonical; none when the field is empty or
+	// holds a zero-length prefix ("allow all").
+	LoadBalancerSourceRanges []string
 }
 
 // ExternallyAccessible reports whether the port has any external entry point.
@@ -132,6 +138,25 @@ func filterFamily(addrs []string, family Family) []string {
 	return out
 }
 
+// sourceRangesOf keeps the parseable CIDRs of one family (the API lets
+// padding spaces through), each as its network's canonical text; a zero
+// prefix among them means "from anywhere", the same as none
+// (pkg/proxy/serviceport.go newBaseServiceInfo).
+func sourceRangesOf(ranges []string, family Family) []string {
+	var out []string
+	for _, r := range ranges {
+		_, n, err := netutils.ParseCIDRSloppy(strings.TrimSpace(r))
+		if err != nil || !isFamily(n.IP, family) {
+			continue
+		}
+		if ones, _ := n.Mask.Size(); ones == 0 {
+			return nil
+		}
+		out = append(out, n.String())
+	}
+	return out
+}
+
 // externallyAccessible is the API's notion: a NodePort or LoadBalancer
 // service, or a ClusterIP service with external IPs.
 func externallyAccessible(svc *v1.Service) bool {
@@ -167,6 +192,7 @@ func ServicePorts(svc *v1.Service, family Family) ServicePortMap {
 	}
 	lbIPs = filterFamily(lbIPs, family)
 	externalIPs := filterFamily(svc.Spec.ExternalIPs, family)
+	sourceRanges := sourceRangesOf(svc.Spec.LoadBalancerSourceRanges, family)
 	m := make(ServicePortMap, len(svc.Spec.Ports))
 	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	for i := range svc.Spec.Ports {
@@ -185,6 +211,7 @@ func ServicePorts(svc *v1.Service, family Family) ServicePortMap {
 			ExternalPolicyLocal: externalLocal,
 			InternalPolicyLocal: internalLocal,
 		}
+		p.LoadBalancerSourceRanges = sourceRanges
 		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
 			p.SessionAffinityClientIP = true
 			p.StickyMaxAgeSeconds = DefaultAffinityTimeout

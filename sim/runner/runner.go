@@ -157,6 +157,9 @@ type policy interface {
 	launched(now time.Time)
 	finish(now time.Time, err error) (bool, Reason)
 	stop()
+	// next is when the runner will run next if nothing else asks it to,
+	// and why; false when no timer is armed.
+	next() (time.Time, Reason, bool)
 }
 
 // New builds a runner. The observer may be nil.

@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"sort"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/sim/ipvs"
+)
+
+// The kernel suite as scenarios: every library scenario under
+// kernel-suite/ is one IPVS behaviour, written once as a file. It replays
+// on the fake, where it must pass, and on this kernel (a client, a node and
+// two backends in throwaway namespaces), where it must give the same
+// result: the same failures, none.
+
+const kernelSuite = "kernel-suite/"
+
+// kernelDataplane replays on this kernel, with a client topology for the
+// scenarios that talk to the node as a client.
+var kernelDataplane = ipvsmode.OnKernelWithClient(netns.OpenDataplane, func() (ipvs.Dataplane, ipvsmode.Client, func() error, error) {
+	dp, topo, closeFn, err := netns.OpenTopology()
+	if err != nil {
+		return dp, nil, nil, err
+	}
+	return dp, topo, closeFn, nil
+})
+
+// outcome is a replay's failures in words both dataplanes share.
+func outcome(res *scenarios.Result) string {
+	var out []string
+	for _, f := range res.Failures {
+		out = append(out, f.Pos.Path)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "passed"
+	}
+	return "failed: " + strings.Join(out, ", ")
+}
+
+var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
+	var names []string
+	for _, n := range scenarios.LibraryNames() {
+		if strings.HasPrefix(n, kernelSuite) {
+			names = append(names, n)
+		}
+	}
+
+	It("holds the kernel suite's behaviours", func() {
+		Expect(len(names)).To(BeNumerically(">=", 10))
+	})
+
+	for _, name := range names {
+		It("replays "+name+" on the fake and on the kernel with the same result", func() {
+			s, err := scenarios.LoadLibrary(name)
+			Expect(err).NotTo(HaveOccurred())
+			fake, err := scenarios.Replay(s, scenarios.Options{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(fake.Failures).To(BeEmpty(), describe(fake))
+			if ok, why := kernelAvailable(); !ok {
+				Skip("passes on the fake; kernel half skipped (" + why + "): " + howToRun)
+			}
+			kernel, err := scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+			Expect(err).NotTo(HaveOccurred())
+			GinkgoWriter.Printf("%s on %s: %v of real time\n", name, kernel.Env, kernel.Wall)
+			Expect(outcome(kernel)).To(Equal(outcome(fake)), describe(kernel))
+		})
+	}
+})

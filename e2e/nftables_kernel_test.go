@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/knftables"
+
+	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/nftables"
+	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/route"
+	"github.com/proxysim/proxysim/sim/vclock"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+const howToRunHost = "needs root and nft: run `make e2e-host` (netns/hostdeps.sh installs nftables)"
+
+// chiSquare999 is the chi-square distribution's 0.999 quantile for 1 to 5
+// degrees of freedom: a spread whose statistic passes it is rejected as
+// uneven at p = 0.001.
+var chiSquare999 = []float64{0, 10.828, 13.816, 16.266, 18.467, 20.515}
+
+// nftNode is proxysim's nftables proxier programming the kube-proxy table
+// in the node namespace of a topology, through a Mirror whose shadow fake
+// the tracer reads.
+type nftNode struct {
+	topo   *netns.Topology
+	real   *netns.NFTables
+	mirror *nftables.Mirror
+	p      *nftables.Proxier
+	local  []net.IP
+}
+
+var (
+	nftVIP  = net.ParseIP("10.96.0.10")
+	nftWeb  = proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}, Port: "http", Protocol: v1.ProtocolTCP}
+	nftPort = 80
+)
+
+func newNFTNode(backends int) *nftNode {
+	topo, err := netns.BuildTopology(backends)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(topo.Destroy)
+	Expect(topo.Node.Sysctl().Set("net/ipv4/ip_forward", 1)).To(Succeed())
+	// A node has a default route, as every cluster node does: without one
+	// the kernel refuses traffic to a ClusterIP it did not DNAT while
+	// routing, before the filter hooks (and kube-proxy's drop and reject
+	// rules) see it. This one leads back to the client's segment.
+	Expect(topo.Node.DefaultRoute("10.0.0.9")).To(Succeed())
+	// The node's ICMP rate limit per destination would turn some rejects
+	// into silent drops; kube-proxy's reject is what is checked here.
+	Expect(topo.Node.Sysctl().Set("net/ipv4/icmp_ratelimit", 0)).To(Succeed())
+	real, err := topo.Node.NFTables(knftables.IPv4Family, nftables.Table)
+	Expect(err).NotTo(HaveOccurred())
+	m := &nftables.Mirror{Real: real, Shadow: knftables.NewFake(knftables.IPv4Family, nftables.Table)}
+	n := &nftNode{topo: topo, real: real, mirror: m,
+		p: nftables.New(nftables.Config{ClusterCIDR: "10.244.0.0/16"}, m, clocktesting.NewFakeClock(vclock.Epoch), nil)}
+	n.local = append(n.local, net.ParseIP("10.0.0.1"))
+	for k := range backends {
+		n.local = append(n.local, net.ParseIP(fmt.Sprintf("10.244.%d.1", k+1)))
+	}
+	return n
+}
+
+// sync programs web with the given backends (1-based indexes into the
+// topology's), local ones marked.
+func (n *nftNode) sync(mutate func(*proxy.ServicePort), backends []int, local map[int]bool) {
+	sp := &proxy.ServicePort{ClusterIP: nftVIP, Port: int32(nftPort), Protocol: v1.ProtocolTCP}
+	if mutate != nil {
+		mutate(sp)
+	}
+	st := &proxy.SyncState{Services: proxy.ServiceMap{nftWeb: sp}, Endpoints: proxy.EndpointsMap{}, NodeName: "node-a",
+		ServiceChanges: proxy.ServiceMapResult{Updated: []types.NamespacedName{nftWeb.NamespacedName}}}
+	for _, k := range backends {
+		st.Endpoints[nftWeb] = append(st.Endpoints[nftWeb], &proxy.Endpoint{IP: n.topo.Backends[k-1].IP, Port: netns.BackendPort,
+			Ready: true, Serving: true, IsLocal: local[k]})
+	}
+	n.syncState(st)
+}
+
+func (n *nftNode) syncState(st *proxy.SyncState) {
+	Expect(n.p.Sync(st)).To(Succeed())
+	Expect(n.mirror.Compare(context.Background())).To(Succeed())
+}
+
+// traced is the tracer's answer over the shadow, for a client of the
+// topology.
+func (n *nftNode) traced(client string) route.Shares {
+	n.mirror.Shadow.RLock()
+	defer n.mirror.Shadow.RUnlock()
+	sh, err := nftables.Route(n.mirror.Shadow.Table, n.local, route.Packet{Src: net.ParseIP(client), Dst: nftVIP, DPort: nftPort, Protocol: "tcp"})
+	Expect(err).NotTo(HaveOccurred())
+	return sh
+}
+
+// nextPort gives every connection of a spec a source port of its own: a
+// connection reset by the client leaves its conntrack entry behind for a
+// while, and the kernel would reuse an ephemeral port at once, so that a
+// "new" connection would meet the old entry (and its NAT binding).
+var nextPort = 20000
+
+// connect opens count connections from client to the VIP and counts
+// where they went: a backend's ip:port, "refused" or "timeout".
+func (n *nftNode) connect(client string, count int) map[string]int {
+	return n.connectTo(client, net.JoinHostPort(nftVIP.String(), fmt.Sprint(nftPort)), count)
+}
+
+// connectTo is connect to any ip:port.
+func (n *nftNode) connectTo(client, target string, count int) map[string]int {
+	got := map[string]int{}
+	for range count {
+		nextPort++
+		name := fmt.Sprintf("c%d", nextPort)
+		res := n.topo.Connect(name, "TCP", fmt.Sprintf("%s:%d", client, nextPort), target)
+		var ne net.Error
+		switch {
+		case res.Err == nil:
+			got[res.Server]++
+			Expect(n.topo.Reset(name)).To(Succeed())
+		case errors.Is(res.Err, ipvs.ErrRefused):
+			got["refused"]++
+		case errors.Is(res.Err, ipvs.ErrTimeout), errors.As(res.Err, &ne) && ne.Timeout():
+			got["timeout"]++
+		default:
+			got["error: "+res.Err.Error()]++
+		}
+	}
+	return got
+}
+
+// chiSquare is Pearson's statistic of the observed counts against the
+// traced shares, and its degrees of freedom.
+func chiSquare(got map[string]int, shares route.Shares, total int) (float64, int) {
+	stat := 0.0
+	for _, k := range shares.Keys() {
+		exp, _ := new(big.Rat).Mul(shares[k], big.NewRat(int64(total), 1)).Float64()
+		d := float64(got[k]) - exp
+		stat += d * d / exp
+	}
+	return stat, len(shares) - 1
+}
+
+var _ = Describe("nftables on this host's kernel", Label("host-kernel"), func() {
+	BeforeEach(func() {
+		requireNFT()
+	})
+
+	It("spreads new connections as the tracer says, within chi-square at p = 0.001", func() {
+		n := newNFTNode(3)
+		n.sync(nil, []int{1, 2, 3}, nil)
+		shares := n.traced("10.0.0.5")
+		Expect(shares.String()).To(Equal("{10.244.1.2:8080: 1/3, 10.244.2.2:8080: 1/3, 10.244.3.2:8080: 1/3}"))
+		const total = 600
+		got := n.connect("10.0.0.5", total)
+		stat, df := chiSquare(got, shares, total)
+		GinkgoWriter.Printf("kernel spread of %d connections: %v; chi-square %.2f (df %d, bound %.3f)\n", total, got, stat, df, chiSquare999[df])
+		Expect(len(got)).To(Equal(3), fmt.Sprint(got))
+		Expect(stat).To(BeNumerically("<", chiSquare999[df]), fmt.Sprint(got))
+
+		// Two endpoints: the same rule with mod 2.
+		n.sync(nil, []int{2, 3}, nil)
+		shares = n.traced("10.0.0.5")
+		got = n.connect("10.0.0.5", total)
+		stat, df = chiSquare(got, shares, total)
+		GinkgoWriter.Printf("two endpoints: %v; chi-square %.2f (df %d)\n", got, stat, df)
+		Expect(len(got)).To(Equal(2), fmt.Sprint(got))
+		Expect(stat).To(BeNumerically("<", chiSquare999[df]))
+	})
+
+	It("keeps a client on one endpoint with ClientIP affinity, as the tracer says", func() {
+		n := newNFTNode(3)
+		n.sync(func(sp *proxy.ServicePort) { sp.SessionAffinityClientIP = true; sp.StickyMaxAgeSeconds = 60 }, []int{1, 2, 3}, nil)
+		n.mirror.Shadow.RLock()
+		again, err := nftables.RouteAgain(n.mirror.Shadow.Table, n.local, route.Packet{Src: net.ParseIP("10.0.0.6"), Dst: nftVIP, DPort: nftPort, Protocol: "tcp"}, time.Second)
+		n.mirror.Shadow.RUnlock()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again).To(HaveLen(3)) // only "X -> X" pairs
+		for _, client := range []string{"10.0.0.6", "10.0.0.7"} {
+			got := n.connect(client, 30)
+			GinkgoWriter.Printf("affinity, client %s: %v\n", client, got)
+			Expect(got).To(HaveLen(1), "every connection of one client to one endpoint")
+		}
+		out, err := n.real.ListTable(knftables.IPv4Family, nftables.Table)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring("10.0.0.6"), "the kernel's affinity set holds the client")
+	})
+
+	It("honours internalTrafficPolicy Local: only the local endpoint, or a drop", func() {
+		n := newNFTNode(3)
+		local := func(sp *proxy.ServicePort) { sp.InternalPolicyLocal = true }
+		n.sync(local, []int{1, 2, 3}, map[int]bool{2: true})
+		Expect(n.traced("10.0.0.5").String()).To(Equal("{10.244.2.2:8080: 1}"))
+		Expect(n.connect("10.0.0.5", 20)).To(Equal(map[string]int{"10.244.2.2:8080": 20}))
+
+		n.sync(local, []int{1, 3}, nil)
+		Expect(n.traced("10.0.0.5").String()).To(Equal("{DROP: 1}"))
+		n.topo.ConnectTimeout = 500 * time.Millisecond
+		Expect(n.connect("10.0.0.5", 2)).To(Equal(map[string]int{"timeout": 2}))
+	})
+
+	It("serves a NodePort on the node's address as the tracer says; externalTrafficPolicy Local keeps outside clients local", func() {
+		n := newNFTNode(3)
+		np := func(local bool) func(*proxy.ServicePort) {
+			return func(sp *proxy.ServicePort) { sp.NodePort = 30080; sp.ExternalPolicyLocal = local }
+		}
+		n.sync(np(false), []int{1, 2, 3}, nil)
+		n.mirror.Shadow.RLock()
+		shares, err := nftables.Route(n.mirror.Shadow.Table, n.local, route.Packet{Src: net.ParseIP("10.0.0.5"), Dst: net.ParseIP("10.0.0.1"), DPort: 30080, Protocol: "tcp"})
+		n.mirror.Shadow.RUnlock()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(shares).To(HaveLen(3))
+		const total = 300
+		got := n.connectTo("10.0.0.5", "10.0.0.1:30080", total)
+		stat, df := chiSquare(got, shares, total)
+		GinkgoWriter.Printf("node port, %d connections: %v; chi-square %.2f (df %d)\n", total, got, stat, df)
+		Expect(got).To(HaveLen(3), fmt.Sprint(got))
+		Expect(stat).To(BeNumerically("<", chiSquare999[df]))
+
+		n.sync(np(true), []int{1, 2, 3}, map[int]bool{3: true})
+		Expect(n.connectTo("10.0.0.5", "10.0.0.1:30080", 20)).To(Equal(map[string]int{"10.244.3.2:8080": 20}))
+	})
+
+	It("rejects a service whose endpoints are gone, and forgets a deleted one", func() {
+		n := newNFTNode(2)
+		n.sync(nil, []int{1, 2}, nil)
+		Expect(n.connect("10.0.0.5", 10)).To(HaveLen(2))
+
+		n.sync(nil, nil, nil)
+		Expect(n.traced("10.0.0.5").String()).To(Equal("{REJECT: 1}"))
+		Expect(n.connect("10.0.0.5", 3)).To(Equal(map[string]int{"refused": 3}))
+
+		n.syncState(&proxy.SyncState{Services: proxy.ServiceMap{}, Endpoints: proxy.EndpointsMap{}, NodeName: "node-a",
+			ServiceChanges: proxy.ServiceMapResult{Updated: []types.NamespacedName{nftWeb.NamespacedName}}})
+		Expect(n.traced("10.0.0.5").String()).To(Equal("{ACCEPT: 1}"), "no rule takes it: forwarded unchanged")
+		n.topo.ConnectTimeout = 500 * time.Millisecond
+		got := n.connect("10.0.0.5", 2)
+		for k := range got {
+			Expect(k).NotTo(HavePrefix("10.244."), "no endpoint may answer a deleted service")
+		}
+	})
+})
+
+// nftablesNetns replays an nftables scenario on this kernel, in a fresh
+// node namespace.
+var nftablesNetns = nftablesmode.OnKernel(func() (knftables.Interface, string, func() error, error) {
+	return netns.OpenNFTables()
+})
+
+var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"), func() {
+	var names []string
+	for _, n := range scenarios.LibraryNames() {
+		if s, err := scenarios.LoadLibrary(n); err == nil && s.Proxy.Mode == nftablesmode.Name {
+			names = append(names, n)
+		}
+	}
+	It("has scenarios to replay", func() { Expect(len(names)).To(BeNumerically(">=", 6)) })
+	for _, name := range names {
+		It("replays "+name+" with the kernel's table equal to the fake's", func() {
+			requireNFT()
+			s, err := scenarios.LoadLibrary(name)
+			Expect(err).NotTo(HaveOccurred())
+			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftablesNetns})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Failures).To(BeEmpty(), describe(res))
+			Expect(res.Checks).To(BeNumerically(">", 0))
+		})
+	}
+})
+
+// requireNFT skips a spec that cannot run here (not root, no nft), or
+// fails it under PROXYSIM_HOST_KERNEL_REQUIRED=1 (make e2e-host), as the
+// iptables specs do.
+func requireNFT() {
+	why := ""
+	if !netns.Privileged() {
+		why = "not root"
+	} else if _, err := exec.LookPath("nft"); err != nil {
+		why = "no nft"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("PROXYSIM_HOST_KERNEL_REQUIRED") == "1" {
+		Fail("PROXYSIM_HOST_KERNEL_REQUIRED=1, but " + why)
+	}
+	Skip(why + ": " + howToRunHost)
+}

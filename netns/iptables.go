@@ -1,0 +1,206 @@
+package netns
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	vnetns "github.com/vishvananda/netns"
+
+	"github.com/proxysim/proxysim/sim/iptables"
+)
+
+// IPTablesBackend is which of iptables' two kernel interfaces programs the
+// rules: nf_tables (Debian's default) or the legacy x_tables.
+type IPTablesBackend string
+
+const (
+	NFT    IPTablesBackend = "nft"
+	Legacy IPTablesBackend = "legacy"
+)
+
+// IPTablesBackends are both, in the order the suites run them.
+var IPTablesBackends = []IPTablesBackend{NFT, Legacy}
+
+// Binary is the multi-call binary Debian's iptables package ships for the
+// backend. It dispatches on its first argument (`xtables-nft-multi
+// iptables-restore ...`), so the backend is chosen per call and the host's
+// update-alternatives links are never read or changed.
+func (b IPTablesBackend) Binary() string { return "xtables-" + string(b) + "-multi" }
+
+// ErrNoIPTables says the iptables user-space tools are not installed.
+var ErrNoIPTables = errors.New("iptables is not installed (no xtables-nft-multi / xtables-legacy-multi): run `bash netns/hostdeps.sh` as root")
+
+// LookIPTables finds the backend's binary in PATH or /usr/sbin (root's
+// PATH may lack sbin in some shells).
+func LookIPTables(b IPTablesBackend) (string, error) {
+	if b != NFT && b != Legacy {
+		return "", fmt.Errorf("unknown iptables backend %q (want nft or legacy)", b)
+	}
+	if p, err := exec.LookPath(b.Binary()); err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		p := dir + "/" + b.Binary()
+		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", b.Binary(), ErrNoIPTables)
+}
+
+// xtablesLock is the lock file of the legacy backend. iptables-legacy
+// serialises writers with a file lock, /run/xtables.lock by default: a
+// file of the host's, which proxysim leaves alone (XTABLES_LOCKFILE moves
+// it). One fixed path, so a killed run leaves no file per run behind.
+const xtablesLock = "/tmp/proxysim-xtables.lock"
+
+// IPTables is the real iptables of one namespace, driven the way
+// kube-proxy drives it (pkg/util/iptables/iptables.go: restoreInternal,
+// EnsureChain, EnsureRule, SaveInto), through one backend. It implements
+// sim/iptables.Dataplane.
+type IPTables struct {
+	ns      *Namespace
+	backend IPTablesBackend
+	bin     string
+}
+
+var _ iptables.Dataplane = (*IPTables)(nil)
+
+// IPTables returns n's iptables through backend b.
+func (n *Namespace) IPTables(b IPTablesBackend) (*IPTables, error) {
+	bin, err := LookIPTables(b)
+	if err != nil {
+		return nil, err
+	}
+	return &IPTables{ns: n, backend: b, bin: bin}, nil
+}
+
+// Backend is the backend the rules go through.
+func (i *IPTables) Backend() IPTablesBackend { return i.backend }
+
+// run executes `<multi-binary> tool args...` inside the namespace, with
+// stdin, and returns stdout; a failure carries stderr.
+func (i *IPTables) run(stdin string, tool string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	err := i.ns.Do(func() error {
+		// The child is forked from this goroutine's locked thread, so it
+		// starts in the namespace; make sure, as the host's own tables
+		// must never be what a command changes.
+		cur, err := vnetns.Get()
+		if err != nil {
+			return err
+		}
+		here := cur.Equal(i.ns.handle)
+		cur.Close()
+		if !here {
+			return fmt.Errorf("refusing to run %s outside namespace %s", tool, i.ns.Name)
+		}
+		cmd := exec.Command(i.bin, append([]string{tool}, args...)...)
+		cmd.Env = append(os.Environ(), "XTABLES_LOCKFILE="+xtablesLock)
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		return cmd.Run()
+	})
+	if err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return out.String(), &iptables.RestoreError{Msg: fmt.Sprintf("%s %s (%s): %s", tool, strings.Join(args, " "), i.backend, msg)}
+	}
+	return out.String(), nil
+}
+
+// Restore is `iptables-restore --noflush --counters -w 5` of the payload,
+// as kube-proxy runs it: the kernel takes all of it or none of it.
+func (i *IPTables) Restore(payload string) error {
+	_, err := i.run(payload, "iptables-restore", "--noflush", "--counters", "-w", "5")
+	return err
+}
+
+// Save is `iptables-save -t table`, as the kernel prints it.
+func (i *IPTables) Save(table string) (string, error) {
+	return i.run("", "iptables-save", "-t", table)
+}
+
+// SaveAll is iptables-save of the tables kube-proxy writes, filter then
+// nat.
+func (i *IPTables) SaveAll() (string, error) {
+	var b strings.Builder
+	for _, t := range iptables.Tables {
+		s, err := i.Save(t)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+	}
+	return b.String(), nil
+}
+
+// EnsureChain creates a chain unless it exists (`iptables -N`; "already
+// exists" is success, as kube-proxy reads it).
+func (i *IPTables) EnsureChain(table, chain string) error {
+	_, err := i.run("", "iptables", "-w", "5", "-t", table, "-N", chain)
+	if err != nil && strings.Contains(err.Error(), "already exists") {
+		return nil
+	}
+	return err
+}
+
+// EnsureRule prepends a rule unless the kernel already holds it: `-C`
+// compares the rule the kernel's way (by its parsed matches, not its text),
+// then `-I chain 1`.
+func (i *IPTables) EnsureRule(table, chain, rule string) error {
+	words, err := splitRule(rule)
+	if err != nil {
+		return err
+	}
+	check := append([]string{"-w", "5", "-t", table, "-C", chain}, words...)
+	if _, err := i.run("", "iptables", check...); err == nil {
+		return nil
+	}
+	insert := append([]string{"-w", "5", "-t", table, "-I", chain, "1"}, words...)
+	_, err = i.run("", "iptables", insert...)
+	return err
+}
+
+// splitRule splits rule text into arguments the way iptables-restore
+// reads a line: spaces separate words, double quotes keep a word whole.
+func splitRule(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	quoted, inWord := false, false
+	for _, c := range s {
+		switch {
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case c == ' ' && !quoted:
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(c)
+			inWord = true
+		}
+	}
+	if quoted {
+		return nil, fmt.Errorf("unterminated quote in rule %q", s)
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+// Version is the first line of `iptables --version` ("iptables v1.8.9
+// (nf_tables)").
+func (i *IPTables) Version() (string, error) {
+	out, err := i.run("", "iptables", "--version")
+	return strings.TrimSpace(out), err
+}

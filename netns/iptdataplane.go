@@ -1,0 +1,112 @@
+package netns
+
+import (
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/proxysim/proxysim/sim/iptables"
+)
+
+// IPTablesDataplane is an IPTablesNode as a replay's dataplane: the
+// proxier programs its iptables (sim/iptables.Dataplane), the replay
+// checks that the kernel holds what was written (Verify), and that real
+// connections go where the tracer says (CheckRoute). It is what
+// scenarios/iptablesmode.OnKernel opens.
+type IPTablesDataplane struct {
+	*IPTablesNode
+	kernel, version string
+
+	mu       sync.Mutex
+	measured []Measurement
+}
+
+var _ iptables.Dataplane = (*IPTablesDataplane)(nil)
+
+// OpenIPTablesDataplane creates a node (see NewIPTablesNode) programmed
+// through backend b; Close removes it and its pods.
+func OpenIPTablesDataplane(b IPTablesBackend, nodeIPs []string) (*IPTablesDataplane, error) {
+	ips, err := parseIPs(nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := KernelVersion()
+	if err != nil {
+		return nil, err
+	}
+	node, err := NewIPTablesNode(b, ips)
+	if err != nil {
+		return nil, err
+	}
+	v, err := node.IPTables.Version()
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	return &IPTablesDataplane{IPTablesNode: node, kernel: kv, version: v}, nil
+}
+
+// Name says which kernel and which iptables: "netns, kernel 6.1.0,
+// iptables v1.8.9 (nf_tables)".
+func (d *IPTablesDataplane) Name() string {
+	return fmt.Sprintf("netns, kernel %s, %s", d.kernel, d.version)
+}
+
+func (d *IPTablesDataplane) Restore(payload string) error { return d.IPTables.Restore(payload) }
+func (d *IPTablesDataplane) Save(table string) (string, error) {
+	return d.IPTables.Save(table)
+}
+func (d *IPTablesDataplane) EnsureChain(table, chain string) error {
+	return d.IPTables.EnsureChain(table, chain)
+}
+func (d *IPTablesDataplane) EnsureRule(table, chain, rule string) error {
+	return d.IPTables.EnsureRule(table, chain, rule)
+}
+
+// Verify compares the kernel's filter and nat tables with want
+// (iptables-save text) by meaning (see CompareSaves).
+func (d *IPTablesDataplane) Verify(want string) error {
+	got, err := d.IPTables.SaveAll()
+	if err != nil {
+		return err
+	}
+	return CompareSaves(want, got)
+}
+
+// CheckRoute measures where real connections like pkt go (see Measure)
+// and reports a disagreement with predicted as an error.
+func (d *IPTablesDataplane) CheckRoute(pkt iptables.Packet, predicted iptables.Shares) error {
+	return d.CheckRouteWith(pkt, predicted, nil)
+}
+
+// CheckRouteWith is CheckRoute for a prediction made with the clients'
+// affinity history (see MeasureWith).
+func (d *IPTablesDataplane) CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) error {
+	m, err := d.MeasureWith(pkt, predicted, affinity)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.measured = append(d.measured, m)
+	d.mu.Unlock()
+	return m.Agrees()
+}
+
+// Measurements are the routes checked so far, in order.
+func (d *IPTablesDataplane) Measurements() []Measurement {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Measurement(nil), d.measured...)
+}
+
+func parseIPs(list []string) ([]net.IP, error) {
+	var out []net.IP
+	for _, s := range list {
+		ip := net.ParseIP(s).To4()
+		if ip == nil {
+			return nil, fmt.Errorf("node IP %q is not an IPv4 address", s)
+		}
+		out = append(out, ip)
+	}
+	return out, nil
+}

@@ -1,0 +1,256 @@
+package netns
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/proxysim/proxysim/sim/iptables"
+)
+
+// Significance is the p-value below which a spread of real connections
+// is taken to disagree with the shares it was predicted to have.
+const Significance = 0.001
+
+// Measurement is where count real connections went, against the shares a
+// tracer predicted for them. Outcomes are in the words a client sees: an
+// endpoint's "ip:port", OutcomeRefused for REJECT, OutcomeTimeout for
+// DROP; an ACCEPT (delivered unchanged) is the destination answering.
+type Measurement struct {
+	Protocol, From, To string
+	// Predicted is each outcome's share; Counts what the kernel did.
+	Predicted map[string]float64
+	Counts    map[string]int
+	N         int
+	// Stat is Pearson's chi-square statistic over the predicted outcomes,
+	// with DF degrees of freedom, and P its p-value; DF is 0 when one
+	// outcome is certain, which is then checked exactly.
+	Stat float64
+	DF   int
+	P    float64
+	// Skipped says why nothing was measured (too many outcomes to sample).
+	Skipped string
+}
+
+// Agrees is nil when the kernel did what was predicted: every connection
+// went to the one certain outcome, or the spread is consistent with the
+// shares at Significance and nothing unpredicted happened.
+func (m Measurement) Agrees() error {
+	if m.Skipped != "" {
+		return nil
+	}
+	var unexpected []string
+	for _, k := range sortedKeys(m.Counts) {
+		if _, ok := m.Predicted[k]; !ok {
+			unexpected = append(unexpected, fmt.Sprintf("%s ×%d", k, m.Counts[k]))
+		}
+	}
+	switch {
+	case len(unexpected) > 0:
+		return fmt.Errorf("%s: unpredicted outcomes %s", m, strings.Join(unexpected, ", "))
+	case m.DF > 0 && m.P < Significance:
+		return fmt.Errorf("%s: the spread is off (p < %g)", m, Significance)
+	}
+	return nil
+}
+
+func (m Measurement) String() string {
+	if m.Skipped != "" {
+		return fmt.Sprintf("%s %s -> %s: not measured (%s)", m.Protocol, m.From, m.To, m.Skipped)
+	}
+	var parts []string
+	for _, k := range sortedKeys(m.Predicted) {
+		parts = append(parts, fmt.Sprintf("%s %d (expected %.1f)", k, m.Counts[k], m.Predicted[k]*float64(m.N)))
+	}
+	s := fmt.Sprintf("%s %s -> %s, %d connections: %s", m.Protocol, m.From, m.To, m.N, strings.Join(parts, ", "))
+	if m.DF > 0 {
+		s += fmt.Sprintf("; chi-square %.3f, df %d, p %.3f", m.Stat, m.DF, m.P)
+	}
+	return s
+}
+
+// Sample sizes: a certain outcome is checked with exactSamples connections
+// (all must go there); shares below 1 with samplesPerOutcome per outcome,
+// and enough that the rarest expects minExpected; more outcomes than
+// maxOutcomes are not measured.
+const (
+	exactSamples      = 16
+	samplesPerOutcome = 200
+	minExpected       = 50
+	maxSamples        = 5000
+	maxOutcomes       = 16
+)
+
+// Measure sends real connections as the packet describes (from its
+// source, to its destination) and counts where they went, with every
+// predicted endpoint served. Each connection of a spread starts with no
+// affinity history, which is what the tracer assumes. The error is about running
+// the measurement; whether the kernel agreed is Measurement.Agrees.
+func (n *IPTablesNode) Measure(pkt iptables.Packet, predicted iptables.Shares) (Measurement, error) {
+	return n.MeasureWith(pkt, predicted, nil)
+}
+
+// MeasureWith is Measure for a tracer that knew the clients' history:
+// before each connection the node's `recent` lists are set to affinity
+// (list name -> client addresses, see SetAffinity), so the kernel starts
+// every connection from the history the prediction assumed. A nil
+// affinity is no history.
+func (n *IPTablesNode) MeasureWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) (Measurement, error) {
+	to := net.JoinHostPort(pkt.Dst.String(), strconv.Itoa(pkt.DPort))
+	m := Measurement{Protocol: strings.ToUpper(pkt.Protocol), From: pkt.Src.String(), To: to, Predicted: map[string]float64{}}
+	if m.Protocol == "" {
+		m.Protocol = "TCP"
+	}
+	if m.Protocol != "TCP" && m.Protocol != "UDP" {
+		m.Skipped = "only TCP and UDP connections are sent"
+		return m, nil
+	}
+	if len(predicted) > maxOutcomes {
+		m.Skipped = fmt.Sprintf("%d outcomes, more than %d", len(predicted), maxOutcomes)
+		return m, nil
+	}
+	rarest := 1.0
+	for _, k := range predicted.Keys() {
+		share, _ := predicted[k].Float64()
+		seen := k
+		switch k {
+		case iptables.VerdictReject:
+			seen = OutcomeRefused
+		case iptables.VerdictDrop:
+			seen = OutcomeTimeout
+		case iptables.VerdictAccept:
+			seen = to
+		}
+		if seen != OutcomeRefused && seen != OutcomeTimeout {
+			if err := n.Serve(m.Protocol, seen); err != nil {
+				return m, err
+			}
+		}
+		m.Predicted[seen] += share
+		rarest = min(rarest, share)
+	}
+	m.N = exactSamples
+	if len(m.Predicted) > 1 {
+		m.N = min(maxSamples, max(samplesPerOutcome*len(m.Predicted), int(math.Ceil(minExpected/rarest))))
+	}
+	// Without history, affinity can only bend a spread: a certain outcome
+	// needs no forgetting, and runs its connections (timeouts included)
+	// at once.
+	var prepare func() error
+	switch {
+	case len(affinity) > 0:
+		prepare = func() error { return n.SetAffinity(affinity) }
+	case len(m.Predicted) > 1 && n.HasAffinityLists():
+		prepare = n.ForgetAffinity
+	}
+	counts, err := n.spray(m.Protocol, m.From, to, m.N, prepare)
+	if err != nil {
+		return m, err
+	}
+	m.Counts = counts
+	if len(m.Predicted) > 1 {
+		obs := make([]int, 0, len(m.Predicted))
+		exp := make([]float64, 0, len(m.Predicted))
+		for _, k := range sortedKeys(m.Predicted) {
+			obs = append(obs, counts[k])
+			exp = append(exp, m.Predicted[k])
+		}
+		m.Stat, m.DF, m.P = ChiSquare(obs, exp)
+	}
+	return m, nil
+}
+
+// ChiSquare is Pearson's goodness-of-fit test of observed counts against
+// expected shares (which sum to 1): the statistic, its degrees of freedom
+// (outcomes - 1) and the p-value, the chance of a statistic at least this
+// large if the shares are right.
+func ChiSquare(observed []int, shares []float64) (stat float64, df int, p float64) {
+	total := 0
+	for _, o := range observed {
+		total += o
+	}
+	for i, o := range observed {
+		e := shares[i] * float64(total)
+		d := float64(o) - e
+		stat += d * d / e
+	}
+	df = len(observed) - 1
+	return stat, df, chiSquareSurvival(stat, df)
+}
+
+// ChiSquareCritical is the statistic a test with df degrees of freedom
+// must stay under to pass at Significance (found by bisection on the
+// survival function).
+func ChiSquareCritical(df int) float64 {
+	lo, hi := 0.0, 1000.0
+	for range 200 {
+		mid := (lo + hi) / 2
+		if chiSquareSurvival(mid, df) > Significance {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// chiSquareSurvival is P(X >= x) for X chi-square with df degrees of
+// freedom: the regularized upper incomplete gamma function Q(df/2, x/2).
+func chiSquareSurvival(x float64, df int) float64 {
+	if df <= 0 {
+		return 1
+	}
+	return upperGamma(float64(df)/2, x/2)
+}
+
+// upperGamma is the regularized upper incomplete gamma function Q(a, x),
+// by its power series below x = a+1 and by its continued fraction above
+// (the two converge fast on either side).
+func upperGamma(a, x float64) float64 {
+	if x <= 0 {
+		return 1
+	}
+	lg, _ := math.Lgamma(a)
+	front := math.Exp(a*math.Log(x) - x - lg)
+	if x < a+1 {
+		// P(a, x) = x^a e^-x / Gamma(a) * sum_n x^n / (a (a+1) ... (a+n))
+		term := 1 / a
+		sum := term
+		for n := 1; n < 10000; n++ {
+			term *= x / (a + float64(n))
+			sum += term
+			if term < sum*1e-16 {
+				break
+			}
+		}
+		return 1 - front*sum
+	}
+	// Q(a, x) = x^a e^-x / Gamma(a) * 1/(x+1-a- 1(1-a)/(x+3-a- 2(2-a)/(x+5-a- ...)))
+	// evaluated with the modified Lentz method.
+	const tiny = 1e-300
+	b := x + 1 - a
+	c := 1 / tiny
+	d := 1 / b
+	h := d
+	for i := 1; i < 10000; i++ {
+		an := -float64(i) * (float64(i) - a)
+		b += 2
+		d = an*d + b
+		if math.Abs(d) < tiny {
+			d = tiny
+		}
+		c = b + an/c
+		if math.Abs(c) < tiny {
+			c = tiny
+		}
+		d = 1 / d
+		step := d * c
+		h *= step
+		if math.Abs(step-1) < 1e-16 {
+			break
+		}
+	}
+	return front * h
+}

@@ -1,0 +1,112 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// NFTables is knftables' real interface (the `nft` binary) bound to one
+// namespace: every call runs inside it, so that `nft` is executed there
+// (a child process inherits its network namespace from the thread that
+// starts it). It is what kube-proxy's nftables proxier programs, and what
+// sim/nftables programs in production.
+type NFTables struct {
+	ns    *Namespace
+	inner knftables.Interface
+}
+
+var _ knftables.Interface = (*NFTables)(nil)
+
+// NFTables returns the real knftables interface for table in family, in
+// this namespace. It fails when `nft` is missing or too old (knftables.New
+// checks both), or the namespace refuses an nft table.
+func (n *Namespace) NFTables(family knftables.Family, table string) (*NFTables, error) {
+	nft := &NFTables{ns: n}
+	err := n.Do(func() error {
+		var err error
+		nft.inner, err = knftables.New(family, table)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: nftables: %w", n.Name, err)
+	}
+	return nft, nil
+}
+
+func (t *NFTables) NewTransaction() *knftables.Transaction { return t.inner.NewTransaction() }
+
+func (t *NFTables) Run(ctx context.Context, tx *knftables.Transaction) error {
+	return t.ns.Do(func() error { return t.inner.Run(ctx, tx) })
+}
+
+func (t *NFTables) Check(ctx context.Context, tx *knftables.Transaction) error {
+	return t.ns.Do(func() error { return t.inner.Check(ctx, tx) })
+}
+
+func (t *NFTables) List(ctx context.Context, objectType string) (out []string, err error) {
+	err = t.ns.Do(func() error { out, err = t.inner.List(ctx, objectType); return err })
+	return out, err
+}
+
+func (t *NFTables) ListAll(ctx context.Context) (out map[string][]string, err error) {
+	err = t.ns.Do(func() error { out, err = t.inner.ListAll(ctx); return err })
+	return out, err
+}
+
+func (t *NFTables) ListRules(ctx context.Context, chain string) (out []*knftables.Rule, err error) {
+	err = t.ns.Do(func() error { out, err = t.inner.ListRules(ctx, chain); return err })
+	return out, err
+}
+
+func (t *NFTables) ListElements(ctx context.Context, objectType, name string) (out []*knftables.Element, err error) {
+	err = t.ns.Do(func() error { out, err = t.inner.ListElements(ctx, objectType, name); return err })
+	return out, err
+}
+
+func (t *NFTables) ListCounters(ctx context.Context) (out []*knftables.Counter, err error) {
+	err = t.ns.Do(func() error { out, err = t.inner.ListCounters(ctx); return err })
+	return out, err
+}
+
+// ListTable is `nft list table FAMILY TABLE` run in the namespace: the
+// table as the kernel prints it, for people to read.
+func (t *NFTables) ListTable(family knftables.Family, table string) (string, error) {
+	var out []byte
+	err := t.ns.Do(func() error {
+		var err error
+		var stderr strings.Builder
+		cmd := exec.Command("nft", "list", "table", string(family), table)
+		cmd.Stderr = &stderr
+		out, err = cmd.Output()
+		if err != nil {
+			return fmt.Errorf("nft list table: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return nil
+	})
+	return string(out), err
+}
+
+// OpenNFTables makes a fresh node namespace for one replay and returns the
+// real kube-proxy table interface in it (IPv4), its kernel's version and
+// a function that removes the namespace.
+func OpenNFTables() (*NFTables, string, func() error, error) {
+	n, err := Create("node")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := n.linkUp("lo"); err != nil {
+		n.Close()
+		return nil, "", nil, err
+	}
+	nft, err := n.NFTables(knftables.IPv4Family, "kube-proxy")
+	if err != nil {
+		n.Close()
+		return nil, "", nil, err
+	}
+	kv, _ := KernelVersion()
+	return nft, kv, n.Close, nil
+}

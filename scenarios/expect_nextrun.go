@@ -1,0 +1,71 @@
+package scenarios
+
+import (
+	"fmt"
+
+	"github.com/proxysim/proxysim/sim/runner"
+)
+
+func init() { RegisterExpectation(func() Expectation { return &nextRunExpect{} }) }
+
+// NextRunExpect pins when the runner will next run if nothing asks it to:
+// the instant its timers say, read without moving time.
+type NextRunExpect struct {
+	At     *Duration `yaml:"at"`
+	Reason string    `yaml:"reason"`
+	// None expects no armed timer: the runner is stopped.
+	None bool `yaml:"none"`
+	Src  Src
+}
+
+// nextRunExpect is `nextRun: {at: D, reason: R}` or `nextRun: {none: true}`.
+type nextRunExpect struct {
+	NextRun *NextRunExpect `yaml:"nextRun"`
+}
+
+var nextRunReasons = map[string]bool{
+	string(runner.ReasonPeriodic): true, string(runner.ReasonRetry): true,
+	string(runner.ReasonDeferred): true, string(runner.ReasonRequest): true,
+}
+
+func (e *nextRunExpect) Validate(v *Validator) {
+	n := e.NextRun
+	if n == nil {
+		return
+	}
+	switch {
+	case n.None && (n.At != nil || n.Reason != ""):
+		v.Errorf(n.Src.At("none"), "none: true expects no next run; it takes no at or reason")
+	case !n.None && n.At == nil:
+		v.Errorf(Pos{n.Src.Line, n.Src.Column, n.Src.Path}, "say what to expect: at (the instant) or none: true")
+	}
+	if n.Reason != "" && !nextRunReasons[n.Reason] {
+		v.Errorf(n.Src.At("reason"), "want periodic, retry, deferred or request, got %q", n.Reason)
+	}
+	if at, ok := v.At(); ok && n.At != nil && *n.At < at {
+		v.Errorf(n.Src.At("at"), "the next run cannot be at %v, before this step at %v", n.At, at)
+	}
+}
+
+func (e *nextRunExpect) Check(r *Run) {
+	n := e.NextRun
+	if n == nil {
+		return
+	}
+	at, why, ok := r.World().NextRun()
+	got := "none"
+	if ok {
+		got = fmt.Sprintf("%v (%s)", at, why)
+	}
+	switch {
+	case n.None && ok:
+		r.Fail(n.Src.At("none"), "nextRun.none", "no next run", got)
+	case n.None:
+	case !ok:
+		r.Fail(n.Src.At("at"), "nextRun.at", n.At.String(), got)
+	case at != n.At.D():
+		r.Fail(n.Src.At("at"), "nextRun.at", n.At.String(), got)
+	case n.Reason != "" && string(why) != n.Reason:
+		r.Fail(n.Src.At("reason"), "nextRun.reason", n.Reason, got)
+	}
+}

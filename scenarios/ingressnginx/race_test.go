@@ -1,0 +1,5 @@
+//go:build race
+
+package ingressnginx_test
+
+const raceEnabled = true

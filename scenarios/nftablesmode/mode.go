@@ -1,0 +1,247 @@
+// Package nftablesmode is the nftables proxy mode of the scenario format:
+// kube-proxy v1.36's nftables proxier (sim/nftables) over a
+// knftables.Fake. Its proxy settings (nodeIPs, nodePortAddresses,
+// clusterCIDR, masqueradeAll), its golden (`nftables:` /
+// `nftablesFile:`, the Fake's dump), its `route` expectation (the tracer
+// over the table, with exact shares and second connections), its metrics
+// expectation (`nftablesMetrics`), its fault (`transactionFailures`), and
+// OnKernel, the real-kernel binding that cmd/ and e2e/ wire to netns.
+// Importing it registers the mode.
+//
+// A failed transaction fails the sync, as in kube-proxy, so
+// proxy.syncFailsOnError changes nothing here. It must not import netns.
+package nftablesmode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/knftables"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/nftables"
+	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/route"
+	"github.com/proxysim/proxysim/sim/runner"
+)
+
+// Name is the mode's name in proxy.mode.
+const Name = "nftables"
+
+func init() { scenarios.RegisterMode(Mode{}) }
+
+// Mode is the nftables mode.
+type Mode struct{}
+
+func (Mode) Name() string { return Name }
+
+func (Mode) NewSettings() scenarios.Settings { return &Settings{} }
+
+func (Mode) Actions() []func() scenarios.Action { return nil }
+
+func (Mode) Faults() []func() scenarios.Action {
+	return []func() scenarios.Action{func() scenarios.Action { return &transactionFault{} }}
+}
+
+func (Mode) Expectations() []func() scenarios.Expectation {
+	return []func() scenarios.Expectation{
+		func() scenarios.Expectation { return &tableExpect{} },
+		func() scenarios.Expectation { return &metricsExpect{} },
+		routeExpectation,
+	}
+}
+
+// ShapeRunner gives the runner kube-proxy's nftables proxier builds
+// (pkg/proxy/nftables/proxier.go NewProxier): minSyncPeriod, a failed
+// sync retried after syncPeriod, and a periodic sync every
+// FullSyncPeriod (1 h), in both runner generations.
+func (Mode) ShapeRunner(p scenarios.Proxy, cfg runner.Config) runner.Config {
+	cfg.MaxInterval = nftables.FullSyncPeriod
+	cfg.RetryInterval = syncPeriodOf(p)
+	return cfg
+}
+
+func syncPeriodOf(p scenarios.Proxy) time.Duration {
+	if p.SyncPeriod != nil {
+		return p.SyncPeriod.D()
+	}
+	return 30 * time.Second
+}
+
+// Settings are the nftables proxy's own fields.
+type Settings struct {
+	// NodeIPs are the node's addresses: `fib ... type local` for the
+	// tracer, and a route from one of them starts on the node (output
+	// hook).
+	NodeIPs []string `yaml:"nodeIPs"`
+	// NodePortAddresses is kube-proxy's --nodeport-addresses: unset, node
+	// ports answer on every local address (`fib daddr type local`);
+	// "primary", only on nodeIPs (the nodeport-ips set).
+	NodePortAddresses string `yaml:"nodePortAddresses"`
+	// ClusterCIDR is the pod CIDR of the ClusterCIDR local-traffic
+	// detector; without it no off-cluster masquerade rule is written.
+	ClusterCIDR   string `yaml:"clusterCIDR"`
+	MasqueradeAll bool   `yaml:"masqueradeAll"`
+	Src           scenarios.Src
+
+	nodeIPs []net.IP
+}
+
+func (p *Settings) Validate(v *scenarios.Validator) {
+	p.nodeIPs = nil
+	for i, s := range p.NodeIPs {
+		ip := net.ParseIP(s)
+		if ip == nil || ip.To4() == nil {
+			at := p.Src.At("nodeIPs")
+			v.Errorf(scenarios.Pos{Line: at.Line, Column: at.Column, Path: fmt.Sprintf("%s[%d]", at.Path, i)}, "%q is not an IPv4 address", s)
+			continue
+		}
+		p.nodeIPs = append(p.nodeIPs, ip)
+	}
+	switch p.NodePortAddresses {
+	case "":
+	case "primary":
+		if len(p.NodeIPs) == 0 {
+			v.Errorf(p.Src.At("nodePortAddresses"), "primary needs nodeIPs")
+		}
+	default:
+		v.Errorf(p.Src.At("nodePortAddresses"), "want primary, or leave it out for every local address; got %q", p.NodePortAddresses)
+	}
+	if p.ClusterCIDR != "" {
+		if _, _, err := net.ParseCIDR(p.ClusterCIDR); err != nil {
+			v.Errorf(p.Src.At("clusterCIDR"), "%q is not a CIDR", p.ClusterCIDR)
+		}
+	}
+}
+
+// Config is the proxier configuration the settings describe.
+func (p *Settings) Config() nftables.Config {
+	c := nftables.Config{ClusterCIDR: p.ClusterCIDR, MasqueradeAll: p.MasqueradeAll}
+	if p.NodePortAddresses == "primary" {
+		c.NodePortIPs = p.nodeIPs
+	}
+	return c
+}
+
+// Fake is a knftables.Fake behind transaction-failure injection.
+func (Mode) Fake(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+	set, ok := s.Proxy.Settings.(*Settings)
+	if !ok {
+		return nil, fmt.Errorf("%s: an nftables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
+	}
+	fake := knftables.NewFake(knftables.IPv4Family, nftables.Table)
+	return &Dataplane{name: "fake", cfg: set.Config(), fake: fake, faults: nftables.WithFaults(fake), nodeIPs: set.nodeIPs}, nil
+}
+
+// OnKernel binds the mode to a real kernel: open returns a fresh real
+// kube-proxy table interface (in a throwaway namespace), the kernel's
+// version and a function that removes it. The proxier programs the kernel
+// through an nftables.Mirror: goldens and routes read the Mirror's fake,
+// which runs every transaction the kernel accepted, and every snapshot
+// first checks that the kernel holds the same chains, rule counts, sets,
+// maps and elements as the fake (nftables.Mirror.Compare); a transaction
+// the kernel refuses fails the sync, as it would fail kube-proxy's.
+func OnKernel(open func() (nft knftables.Interface, kernel string, close func() error, err error)) scenarios.DataplaneFactory {
+	return func(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+		set, ok := s.Proxy.Settings.(*Settings)
+		if !ok {
+			return nil, fmt.Errorf("%s: an nftables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
+		}
+		real, kernel, closeFn, err := open()
+		if err != nil {
+			return nil, err
+		}
+		m := &nftables.Mirror{Real: real, Shadow: knftables.NewFake(knftables.IPv4Family, nftables.Table)}
+		return &Dataplane{name: "netns, kernel " + kernel, cfg: set.Config(), fake: m.Shadow, mirror: m,
+			faults: nftables.WithFaults(m), nodeIPs: set.nodeIPs, close: closeFn}, nil
+	}
+}
+
+// Dataplane is one replay's nftables: the proxier's configuration, the
+// Fake it programs (with injectable failures), the proxier of the current
+// run (for its metrics) and the node's addresses for routes.
+type Dataplane struct {
+	name    string
+	cfg     nftables.Config
+	fake    *knftables.Fake
+	faults  *nftables.Faults
+	nodeIPs []net.IP
+	mirror  *nftables.Mirror // on a real kernel
+	close   func() error
+	proxier *nftables.Proxier
+	// before sums the metrics of proxiers replaced by restarts: kube-proxy's
+	// counters start again at 0 in a new process, but a scenario's
+	// expectation reads the whole story.
+	before nftables.Metrics
+}
+
+var _ scenarios.Dataplane = (*Dataplane)(nil)
+
+func (d *Dataplane) Name() string { return d.name }
+
+// NewBackend builds an nftables proxier over the Fake, at start and at
+// every restart.
+func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
+	return nftables.Backend(d.cfg, d.faults, func(p *nftables.Proxier) {
+		if d.proxier != nil {
+			d.before = add(d.before, d.proxier.Metrics())
+		}
+		d.proxier = p
+	})(w)
+}
+
+// Metrics are the metrics of every proxier of the replay so far.
+func (d *Dataplane) Metrics() nftables.Metrics {
+	m := d.before
+	if d.proxier != nil {
+		m = add(m, d.proxier.Metrics())
+		m.NoLocalEndpointsInternal = d.proxier.Metrics().NoLocalEndpointsInternal
+		m.NoLocalEndpointsExternal = d.proxier.Metrics().NoLocalEndpointsExternal
+	}
+	return m
+}
+
+func add(a, b nftables.Metrics) nftables.Metrics {
+	a.SyncFailures += b.SyncFailures
+	a.CleanupFailures += b.CleanupFailures
+	a.FullSyncs += b.FullSyncs
+	a.PartialSyncs += b.PartialSyncs
+	return a
+}
+
+// Snapshot is the Fake's dump with each set's and map's elements sorted;
+// on a real kernel, only once the kernel's table agrees with it.
+func (d *Dataplane) Snapshot() (string, error) {
+	if d.mirror != nil {
+		if err := d.mirror.Compare(context.Background()); err != nil {
+			return "", err
+		}
+	}
+	return nftables.SortElements(d.fake.Dump()), nil
+}
+
+func (d *Dataplane) Close() error {
+	if d.close != nil {
+		return d.close()
+	}
+	return nil
+}
+
+// Route traces connections through the table the Fake holds now.
+func (d *Dataplane) Route(pkt route.Packet, again *time.Duration) (route.Shares, error) {
+	d.fake.RLock()
+	defer d.fake.RUnlock()
+	if again != nil {
+		return nftables.RouteAgain(d.fake.Table, d.nodeIPs, pkt, *again)
+	}
+	return nftables.Route(d.fake.Table, d.nodeIPs, pkt)
+}
+
+func dataplaneOf(r *scenarios.Run) *Dataplane {
+	d, _ := r.Dataplane().(*Dataplane)
+	return d
+}

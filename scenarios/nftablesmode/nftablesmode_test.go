@@ -1,0 +1,179 @@
+package nftablesmode_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // for the side-by-side churn
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // for the side-by-side churn
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+)
+
+const (
+	library  = "../library"
+	testdata = "../testdata/nftables"
+)
+
+func replay(t *testing.T, file string) *scenarios.Result {
+	t.Helper()
+	s, err := scenarios.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := scenarios.Replay(s, scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Every nftables scenario of the library replays green: its goldens,
+// routes and metrics hold.
+func TestNFTablesScenariosPass(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(library, "nftables-*.yaml"))
+	if len(files) < 5 {
+		t.Fatalf("only %d nftables scenarios", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			res := replay(t, f)
+			if !res.Passed() || res.Checks == 0 {
+				var b strings.Builder
+				scenarios.Report(&b, res, true)
+				t.Fatalf("want a pass with checks:\n%s", b.String())
+			}
+		})
+	}
+}
+
+// The side-by-side churn is the same story in the three modes: the files
+// differ only in proxy.mode, minSyncPeriod (each mode's default) and their
+// expectations, and each passes in its mode.
+func TestSideBySideChurn(t *testing.T) {
+	var bodies []string
+	for _, m := range []string{"ipvs", "iptables", "nftables"} {
+		f := filepath.Join(library, "churn-"+m+".yaml")
+		res := replay(t, f)
+		if !res.Passed() || res.Checks != 2 {
+			var b strings.Builder
+			scenarios.Report(&b, res, true)
+			t.Fatalf("%s:\n%s", m, b.String())
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The story: everything before the first expectation, less the
+		// lines that name the mode.
+		body := string(src[:strings.Index(string(src), "    note:")])
+		var keep []string
+		for _, l := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(l, "name:") && !strings.Contains(l, "mode:") && !strings.Contains(l, "minSyncPeriod:") {
+				keep = append(keep, l)
+			}
+		}
+		bodies = append(bodies, strings.Join(keep, "\n"))
+	}
+	if bodies[0] != bodies[1] || bodies[1] != bodies[2] {
+		t.Error("the three churn files must tell the same story")
+	}
+}
+
+var wantFail = regexp.MustCompile(`(?m)^# want-fail: (\d+) (\S+) at (\S+)$`)
+
+// Every scenario under failing/ fails exactly at its "# want-fail: LINE
+// WHAT at INSTANT" lines, and nowhere else.
+func TestNFTablesFailingScenariosFailWhereDeclared(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(testdata, "failing", "*.yaml"))
+	if len(files) < 3 {
+		t.Fatalf("only %d failing nftables scenarios", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, m := range wantFail.FindAllStringSubmatch(string(src), -1) {
+				want = append(want, fmt.Sprintf("%s %s at %s", m[1], m[2], m[3]))
+			}
+			if len(want) == 0 {
+				t.Fatal("no # want-fail line")
+			}
+			var got []string
+			res := replay(t, f)
+			for _, fl := range res.Failures {
+				got = append(got, fmt.Sprintf("%d %s at %v", fl.Pos.Line, fl.What, fl.At))
+			}
+			sort.Strings(want)
+			sort.Strings(got)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				var b strings.Builder
+				scenarios.Report(&b, res, false)
+				t.Fatalf("failures differ\n got: %v\nwant: %v\n%s", got, want, b.String())
+			}
+		})
+	}
+}
+
+// The same scenario gives a byte-identical trace on every replay.
+func TestNFTablesTracesAreDeterministic(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(library, "nftables-*.yaml"))
+	for _, f := range files {
+		var first string
+		for i := 0; i < 3; i++ {
+			var b strings.Builder
+			scenarios.Report(&b, replay(t, f), true)
+			got := regexp.MustCompile(`virtual in [^,]+,`).ReplaceAllString(b.String(), "")
+			if i == 0 {
+				first = got
+			} else if got != first {
+				t.Fatalf("%s: replay %d differs", f, i)
+			}
+		}
+	}
+}
+
+func parse(text string) error {
+	_, err := scenarios.Parse("x.yaml", []byte(text), nil)
+	return err
+}
+
+const proxyLine = "proxy: {mode: nftables, version: v1.36.0}\n"
+
+// mode: nftables is accepted once the mode is registered, and its keys
+// are checked at load time.
+func TestNFTablesModeLoadsAndChecksItsKeys(t *testing.T) {
+	if err := parse("name: x\n" + proxyLine + "timeline: [{at: 0s, note: n}]\n"); err != nil {
+		t.Fatalf("mode nftables rejected: %v", err)
+	}
+	step := func(s string) string { return proxyLine + "timeline: [{at: 0s, " + s + "}]\n" }
+	for _, c := range []struct{ text, want string }{
+		{"proxy: {mode: nftables, version: v1.36.0, clusterCIDR: nope}\ntimeline: [{at: 0s, note: n}]\n", `"nope" is not a CIDR`},
+		{"proxy: {mode: nftables, version: v1.36.0, nodeIPs: [x]}\ntimeline: [{at: 0s, note: n}]\n", `"x" is not an IPv4 address`},
+		{"proxy: {mode: nftables, version: v1.36.0, nodePortAddresses: primary}\ntimeline: [{at: 0s, note: n}]\n", "primary needs nodeIPs"},
+		{"proxy: {mode: nftables, version: v1.36.0, nodePortAddresses: all}\ntimeline: [{at: 0s, note: n}]\n", "want primary"},
+		{step("fault: {transactionFailures: 0}"), "want at least 1 failing transaction"},
+		{step("expect: {nftablesMetrics: {}}"), "say which metric"},
+		{step("expect: {nftablesMetrics: {syncFailures: -1}}"), "must not be negative"},
+		{step("expect: {route: {from: 10.0.0.1, to: 10.96.0.1:80, shares: {DROP: 1/2}}}"), "shares sum to 1/2, not 1"},
+		{step("expect: {route: {from: 10.0.0.1, to: 10.96.0.1, shares: {DROP: 1}}}"), "want ip:port"},
+		{step("expect: {route: {from: 10.0.0.1, to: 10.96.0.1:80, again: 1s, shares: {DROP: 1}}}"), "a pair FIRST -> SECOND"},
+		{step("expect: {route: {from: 10.0.0.1, to: 10.96.0.1:80, again: 1s, shares: {DROP -> nowhere: 1}}}"), `got "nowhere"`},
+		{step("expect: {nftables: x, nftablesFile: y}"), "not both"},
+		{step("expect: {iptables: x}"), "iptables"},
+		{step("fault: {restoreFailures: 1}"), "restoreFailures"},
+	} {
+		err := parse("name: x\n" + c.text)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want an error containing %q", c.text, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package scenarios
+
+import (
+	"fmt"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/runner"
+)
+
+// decodeParts reads a sync cost written as the model's mapping
+// (`{fixed, perService, perEndpoint}`), as one duration (the fixed cost),
+// or as a list of durations, each runner run's cost in order, the last one
+// repeating (`[50ms, 4s, 50ms]`).
+func (c *SyncCost) decodeParts(d *decoder, n *yaml.Node, path string) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode {
+		if err := c.Fixed.decodeNode(n); err != nil {
+			d.add(n, path, "%v", err)
+		}
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.decodeMapping(n, path, []reflect.Value{reflect.ValueOf(c).Elem()}, false)
+		return
+	}
+	if len(n.Content) == 0 {
+		d.add(n, path, "want at least one duration (or leave syncCost out)")
+		return
+	}
+	c.Runs = make([]Duration, len(n.Content))
+	for i, e := range n.Content {
+		if err := c.Runs[i].decodeNode(e); err != nil {
+			d.add(e, fmt.Sprintf("%s[%d]", path, i), "%v", err)
+		}
+	}
+}
+
+// Model is the cost as the world takes it.
+func (c SyncCost) Model() sim.CostModel {
+	m := sim.CostModel{Fixed: c.Fixed.D(), PerService: c.PerService.D(), PerEndpoint: c.PerEndpoint.D()}
+	for _, r := range c.Runs {
+		m.Runs = append(m.Runs, r.D())
+	}
+	return m
+}
+
+// validateRunnerVocabulary checks the proxy fields that shape the runner
+// beyond its intervals.
+func (d *decoder) validateRunnerVocabulary(p *Proxy) {
+	if p.BurstRuns == nil {
+		return
+	}
+	gen, err := runner.GenerationFor(p.Version)
+	switch {
+	case err != nil:
+	case gen != runner.Burst:
+		d.addAt(p.Src.At("burstRuns"), "the %s runner of kube-proxy %s has no burst; burstRuns belongs to versions up to 1.33", gen, p.Version)
+	case *p.BurstRuns < 1:
+		d.addAt(p.Src.At("burstRuns"), "want at least 1 run in a burst, got %d", *p.BurstRuns)
+	}
+}
+
+// generationOf is the scenario's runner generation, 0 when its version is
+// missing or wrong (reported elsewhere).
+func (v *Validator) generationOf() runner.Generation {
+	g, _ := runner.GenerationFor(v.s.Proxy.Version)
+	return g
+}
+
+// syncCostStep changes the sync cost from this instant on: a schedule of
+// costs along the timeline (`syncCost: 5s` or any form proxy.syncCost takes).
+type syncCostStep struct {
+	SyncCost *SyncCost `yaml:"syncCost"`
+}
+
+func init() { RegisterAction(func() Action { return &syncCostStep{} }) }
+
+func (*syncCostStep) Validate(*Validator) {}
+
+func (s *syncCostStep) Do(r *Run) error {
+	if s.SyncCost == nil {
+		return nil
+	}
+	r.Step("syncCost", "", "")
+	r.World().SetCost(s.SyncCost.Model())
+	return nil
+}

@@ -1,0 +1,50 @@
+package nftables
+
+import (
+	"context"
+	"errors"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/proxy"
+)
+
+// Backend returns a sim.Config.NewBackend that programs nft, tracing each
+// transaction. Each restart builds a new proxier over the same table, as a
+// restarted kube-proxy finds its old table: its first sync is full and
+// reads the sets and maps back.
+func Backend(cfg Config, nft knftables.Interface, keep func(*Proxier)) func(*sim.World) (proxy.Backend, error) {
+	return func(w *sim.World) (proxy.Backend, error) {
+		p := New(cfg, nft, w.Clock, w.TraceDataplane)
+		if keep != nil {
+			keep(p)
+		}
+		return p, nil
+	}
+}
+
+// ErrInjected is the error of a transaction failed by Faults.
+var ErrInjected = errors.New("injected transaction failure")
+
+// Faults makes transactions fail on demand, in front of any
+// knftables.Interface; reads pass through.
+type Faults struct {
+	knftables.Interface
+	failNext int
+}
+
+// WithFaults wraps nft; nothing fails until FailNext is called.
+func WithFaults(nft knftables.Interface) *Faults { return &Faults{Interface: nft} }
+
+// FailNext makes the next n transactions fail without reaching the
+// dataplane, as `nft -f` fails a whole transaction.
+func (f *Faults) FailNext(n int) { f.failNext += n }
+
+func (f *Faults) Run(ctx context.Context, tx *knftables.Transaction) error {
+	if f.failNext > 0 {
+		f.failNext--
+		return ErrInjected
+	}
+	return f.Interface.Run(ctx, tx)
+}

@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/trace"
+)
+
+// What a scenario may do to the proxy's runner from outside a sync, as
+// kube-proxy's own runner tests do: ask for a run, call RetryAfter, stop
+// the loop, read when the next run is due; and what it may decide about
+// the syncs themselves: how long each takes and whether it fails.
+
+// ErrInjectedSyncFailure is the error of a sync failed by FailSyncs.
+var ErrInjectedSyncFailure = errors.New("sync failed (injected)")
+
+// RequestRun calls the runner's Run(), with no object change behind it.
+func (w *World) RequestRun() { w.proxy.runner.Run() }
+
+// RetryAfter calls the runner's RetryAfter(d): the burst generation only.
+func (w *World) RetryAfter(d time.Duration) error { return w.proxy.runner.RetryAfter(d) }
+
+// StopRunner stops the proxy's runner, as closing its Loop's stop channel
+// does: nothing runs any more until a restart builds a new proxy.
+func (w *World) StopRunner() {
+	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "runner stopped"})
+	w.proxy.runner.Stop()
+}
+
+// NextRun is when the proxy's runner will next run if nothing asks it to,
+// and why, read without moving the clock; false when nothing is armed (the
+// runner is stopped, or a run is in progress).
+func (w *World) NextRun() (time.Duration, runner.Reason, bool) {
+	at, why, ok := w.proxy.runner.NextRun()
+	if !ok {
+		return 0, "", false
+	}
+	return at.Sub(w.cfg.Start), why, true
+}
+
+// FailSyncs makes the next n runner runs fail before they program
+// anything (the changes they would have carried stay pending), whatever
+// the dataplane; the runs after them succeed again.
+func (w *World) FailSyncs(n int) {
+	if n < 0 {
+		n = 0
+	}
+	w.failSyncs += n
+}
+
+func (w *World) injectedSyncFailure() error {
+	if w.failSyncs == 0 {
+		return nil
+	}
+	w.failSyncs--
+	return ErrInjectedSyncFailure
+}
+
+// SetCost replaces the sync cost model from now on: a run already under
+// way keeps the cost it had. A Runs list starts again from its first entry
+// with the next run.
+func (w *World) SetCost(c CostModel) {
+	w.cfg.Cost = c
+	w.costFrom = w.runnerRuns
+	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: fmt.Sprintf("sync cost now %s", c)})
+}
+
+// scheduledCost is the current run's cost when the model lists costs per
+// run.
+func (w *World) scheduledCost() (time.Duration, bool) {
+	runs := w.cfg.Cost.Runs
+	if len(runs) == 0 {
+		return 0, false
+	}
+	i := w.runnerRuns - w.costFrom - 1
+	if i >= len(runs) {
+		i = len(runs) - 1
+	}
+	if i < 0 {
+		i = 0
+	}
+	return runs[i], true
+}
+
+func (c CostModel) String() string {
+	if len(c.Runs) > 0 {
+		return fmt.Sprint(c.Runs)
+	}
+	return fmt.Sprintf("fixed %v + %v per service port + %v per endpoint", c.Fixed, c.PerService, c.PerEndpoint)
+}
