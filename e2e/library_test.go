@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/controllers"  // the Kubernetes controllers
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx" // the ingress-nginx controller
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default

@@ -19,6 +19,8 @@ var scenarioFeatures = []string{
 	"connections.result", "connections.server", "connections.state",
 	"connections.latencyAtLeast", "connections.latencyAtMost",
 	"syncCost.fixed", "syncCost.perService", "syncCost.perEndpoint", "configSyncPeriod", "retryInterval",
+	"controllers.endpointSlice", "controllers.endpoints", "endpoints", "podReady", "rollingUpdate", "writes.count", "writes.atLeast", "writes.atMost", "delete.gracePeriod", "latency.pod",
+	"programmingLatency.count", "programmingLatency.p50", "programmingLatency.p99", "programmingLatency.max",
 	// The ingress-nginx controller (scenarios/ingressnginx).
 	"ingressChurn", "fault.ingressReloadFailures", "fault.ingressPostFailures",
 	"reloads.count", "reloads.at", "dynamicUpdates.count", "dynamicUpdates.at", "ingressBackends",
@@ -79,6 +81,9 @@ func featuresOf(s *Scenario) map[string]bool {
 			used[k] = true
 		}
 	}
+	for _, k := range keys(get(root, "controllers")) {
+		used["controllers."+k] = true
+	}
 	timeline := get(root, "timeline")
 	if timeline == nil {
 		return used
@@ -86,8 +91,11 @@ func featuresOf(s *Scenario) map[string]bool {
 	for _, st := range timeline.Content {
 		for _, k := range keys(st) {
 			switch k {
-			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn", "run", "retryAfter", "stop", "connection":
+			case "apply", "update", "delete", "churn", "connect", "close", "ingressChurn", "run", "retryAfter", "stop", "connection", "podReady", "rollingUpdate":
 				used[k] = true
+				if k == "delete" && get(get(st, k), "gracePeriod") != nil {
+					used["delete.gracePeriod"] = true
+				}
 			case "syncCost":
 				used["syncCost.step"] = true
 			case "sysctls":
@@ -117,7 +125,7 @@ func featuresOf(s *Scenario) map[string]bool {
 		e := get(st, "expect")
 		for _, k := range keys(e) {
 			switch k {
-			case "syncs", "dataplaneOps", "latency", "reloads", "dynamicUpdates", "ingressLatency", "nextRun":
+			case "syncs", "dataplaneOps", "latency", "reloads", "dynamicUpdates", "ingressLatency", "nextRun", "programmingLatency", "writes":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
 				}

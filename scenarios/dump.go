@@ -9,10 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	networking "k8s.io/api/networking/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // A manifest file named by `objects: [{file: ...}]` may be a cluster dump,
@@ -23,8 +20,8 @@ import (
 // skipped, each noted once, or refused when the load is strict.
 
 // dumpKinds are the kinds a dump may hold: those defaultAndValidate checks
-// by the API server's rules, and Endpoints, which the world carries
-// (sim/kinds.go) and kube-proxy never reads, checked by their metadata only.
+// by the API server's rules (Endpoints among them: kube-proxy never reads
+// them, the Endpoints controller writes them).
 var dumpKinds = map[schema.GroupVersionKind]bool{
 	v1.SchemeGroupVersion.WithKind("Service"):              true,
 	discovery.SchemeGroupVersion.WithKind("EndpointSlice"): true,
@@ -41,19 +38,6 @@ var dumpKinds = map[schema.GroupVersionKind]bool{
 // is loaded.
 func modelledKind(gv, kind string) bool {
 	return dumpKinds[schema.FromAPIVersionAndKind(gv, kind)]
-}
-
-// validateDumpKind checks a dump's Endpoints as the API server's
-// ValidateObjectMeta does; it returns the object's scenario key.
-func validateDumpKind(obj runtime.Object) (key string, errs field.ErrorList, supported bool) {
-	ep, ok := obj.(*v1.Endpoints)
-	if !ok {
-		return "", nil, false
-	}
-	if ep.Namespace == "" {
-		ep.Namespace = "default"
-	}
-	return KeyOf("Endpoints", ep.Namespace, ep.Name), apivalidation.ValidateObjectMeta(&ep.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata")), true
 }
 
 // jsonHead is what a skipped object is named by.

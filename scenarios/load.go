@@ -143,7 +143,7 @@ func lineKey(line int) int {
 }
 
 // Kinds of objects a scenario may name.
-var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true,
+var supportedKinds = map[string]bool{"Service": true, "EndpointSlice": true, "Pod": true, "Node": true, "Endpoints": true,
 	"Ingress": true, "IngressClass": true, "ConfigMap": true, "Secret": true}
 
 func (d *decoder) validate(s *Scenario) {
@@ -184,6 +184,7 @@ func (d *decoder) validate(s *Scenario) {
 		st := &s.Timeline[i]
 		p := fmt.Sprintf("timeline[%d]", i)
 		v.at, v.path = st.At, p
+		v.expire()
 		if st.At == nil {
 			d.addAt(st.Src.At("at"), "required: the step's virtual instant, such as 1.5s")
 		} else {

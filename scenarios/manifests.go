@@ -359,9 +359,6 @@ func decodeFast(file, gv, kind string, data []byte, pos Pos, dump bool) (Object,
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	key, errs, supported := defaultAndValidate(obj)
-	if !supported && dump {
-		key, errs, supported = validateDumpKind(obj)
-	}
 	if !supported || len(errs) > 0 {
 		return Object{}, false
 	}

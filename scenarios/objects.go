@@ -94,9 +94,6 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 	}
 	o := Object{Obj: obj, Kind: gvk.Kind, Pos: Pos{Line: n.Line, Column: n.Column, Path: path}, File: file}
 	key, errs, supported := defaultAndValidate(obj)
-	if !supported && d.dump {
-		key, errs, supported = validateDumpKind(obj)
-	}
 	if !supported {
 		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (%s)", gvk.Kind, strings.Join(slices.Sorted(maps.Keys(supportedKinds)), ", "))
 	}
@@ -122,6 +119,11 @@ func defaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, s
 		return KeyOf("Pod", t.Namespace, t.Name), validatePod(t), true
 	case *v1.Node:
 		return KeyOf("Node", "", t.Name), validateNode(t), true
+	case *v1.Endpoints:
+		if t.Namespace == "" {
+			t.Namespace = "default"
+		}
+		return KeyOf("Endpoints", t.Namespace, t.Name), validateEndpoints(t), true
 	case *networking.Ingress:
 		defaultIngress(t)
 		return KeyOf("Ingress", t.Namespace, t.Name), validateIngress(t), true

@@ -21,6 +21,8 @@ func coreActions() []func() Action {
 		func() Action { return &patchStep{} },
 		func() Action { return &churnStep{} },
 		func() Action { return &deleteStep{} },
+		func() Action { return &podReadyStep{} },
+		func() Action { return &rolloutStep{} },
 		func() Action { return &restartStep{} },
 		func() Action { return &faultStep{} },
 	}, plugins.actions...)
@@ -31,6 +33,9 @@ func coreExpectations() []func() Expectation {
 		func() Expectation { return &syncsExpect{} },
 		func() Expectation { return &latencyExpect{} },
 		func() Expectation { return &opsExpect{} },
+		func() Expectation { return &programmingExpect{} },
+		func() Expectation { return &writesExpect{} },
+		func() Expectation { return &endpointsExpect{} },
 	}, plugins.expectations...)
 }
 

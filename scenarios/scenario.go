@@ -102,7 +102,10 @@ type ObjectRef struct {
 	Kind      string `yaml:"kind"`
 	Namespace string `yaml:"namespace"`
 	Name      string `yaml:"name"`
-	Src       Src
+	// GracePeriod deletes a Pod gracefully: terminating for this long,
+	// then gone.
+	GracePeriod *Duration `yaml:"gracePeriod"`
+	Src         Src
 }
 
 // Patch changes part of an existing object: a strategic merge patch, or for
@@ -179,8 +182,14 @@ type SyncExpect struct {
 // LatencyExpect bounds the propagation latency of an object's latest change:
 // from its API write to the end of the first sync that could carry it (the
 // first to start after the proxy heard of it).
+//
+// With Pod instead of Object, it bounds the true network programming latency
+// of the pod's latest readiness change (sim.World.PodLatency): from the
+// change to the end of the first successful sync that carried it, through
+// whatever controller wrote the slices.
 type LatencyExpect struct {
 	Object string    `yaml:"object"` // "Kind namespace/name"
+	Pod    string    `yaml:"pod"`    // "name" or "namespace/name"
 	Max    *Duration `yaml:"max"`
 	Exact  *Duration `yaml:"exact"`
 	Src    Src

@@ -132,8 +132,17 @@ func (ds *deleteStep) Validate(v *Validator) {
 		return
 	}
 	v.d.validateRef(del.Kind, del.Namespace, del.Name, del.Src, v.known)
-	delete(v.known, KeyOf(del.Kind, del.Namespace, del.Name))
-	delete(v.state, KeyOf(del.Kind, del.Namespace, del.Name))
+	if del.GracePeriod != nil && del.Kind != "Pod" {
+		v.d.addAt(del.Src.At("gracePeriod"), "a grace period applies to Pods, not %s", del.Kind)
+	}
+	key := KeyOf(del.Kind, del.Namespace, del.Name)
+	if at, ok := v.At(); ok && del.GracePeriod != nil && del.GracePeriod.D() > 0 && del.Kind == "Pod" {
+		if end, ok := addInstant(at, *del.GracePeriod); ok {
+			v.forgetAt(key, end)
+			return
+		}
+	}
+	v.forget(key)
 }
 
 func (ds *deleteStep) Do(r *Run) error {
@@ -142,6 +151,10 @@ func (ds *deleteStep) Do(r *Run) error {
 		return nil
 	}
 	ns := namespaceOf(d.Kind, d.Namespace)
+	if d.GracePeriod != nil && d.GracePeriod.D() > 0 {
+		r.Step("delete", KeyOf(d.Kind, ns, d.Name), "grace period "+d.GracePeriod.String())
+		return r.gracefulDelete(ns, d.Name, d.GracePeriod.D())
+	}
 	r.Step("delete", KeyOf(d.Kind, ns, d.Name), "")
 	return r.World().Delete(d.Kind, ns, d.Name)
 }

@@ -44,6 +44,11 @@ func defaultService(s *v1.Service) {
 		if s.Spec.Ports[i].Protocol == "" {
 			s.Spec.Ports[i].Protocol = v1.ProtocolTCP
 		}
+		// The API server defaults targetPort to the port (pkg/apis/core/v1
+		// defaults.go, SetDefaults_Service); the endpoint controllers read it.
+		if tp := &s.Spec.Ports[i].TargetPort; tp.Type == intstr.Int && tp.IntVal == 0 {
+			*tp = intstr.FromInt32(s.Spec.Ports[i].Port)
+		}
 	}
 }
 
@@ -451,4 +456,26 @@ func protocol(f *field.Path, p v1.Protocol) field.ErrorList {
 		return nil
 	}
 	return field.ErrorList{field.NotSupported(f, p, []string{"TCP", "UDP", "SCTP"})}
+}
+
+// validateEndpoints checks what a legacy Endpoints object needs for the
+// controllers that read it (pkg/apis/core/validation ValidateEndpoints,
+// in part): its metadata, and every address an IP.
+func validateEndpoints(e *v1.Endpoints) field.ErrorList {
+	errs := apivalidation.ValidateObjectMeta(&e.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	for i, s := range e.Subsets {
+		f := field.NewPath("subsets").Index(i)
+		for j, a := range s.Addresses {
+			errs = append(errs, validation.IsValidIP(f.Child("addresses").Index(j).Child("ip"), a.IP)...)
+		}
+		for j, a := range s.NotReadyAddresses {
+			errs = append(errs, validation.IsValidIP(f.Child("notReadyAddresses").Index(j).Child("ip"), a.IP)...)
+		}
+		for j, p := range s.Ports {
+			for _, msg := range validation.IsValidPortNum(int(p.Port)) {
+				errs = append(errs, field.Invalid(f.Child("ports").Index(j).Child("port"), p.Port, msg))
+			}
+		}
+	}
+	return errs
 }

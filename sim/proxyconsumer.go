@@ -37,6 +37,7 @@ func (w *World) newProxy() (*proxyConsumer, error) {
 		backend = &RecordingBackend{}
 	}
 	p := &proxyConsumer{w: w, backend: backend}
+	w.prog.reset(w.Clock.Now())
 	p.proxier = proxy.NewProxier(w.cfg.Family, w.cfg.NodeName, w.cfg.Zone, backend, w.cfg.Endpoints)
 	r, err := runner.New(w.cfg.Runner, w.Clock, p.sync, &runnerTrace{w: w})
 	if err != nil {
@@ -88,6 +89,7 @@ func (p *proxyConsumer) OnAdd(kind string, obj runtime.Object) error {
 	case *v1.Service:
 		p.proxier.OnServiceAdd(o)
 	case *discovery.EndpointSlice:
+		p.w.programmingSlice(nil, o, false)
 		return p.proxier.OnEndpointSliceAdd(o)
 	}
 	return nil
@@ -99,6 +101,7 @@ func (p *proxyConsumer) OnUpdate(kind string, old, obj runtime.Object) error {
 	case *v1.Service:
 		p.proxier.OnServiceUpdate(old.(*v1.Service), o)
 	case *discovery.EndpointSlice:
+		p.w.programmingSlice(old, o, false)
 		return p.proxier.OnEndpointSliceUpdate(old.(*discovery.EndpointSlice), o)
 	}
 	return nil
@@ -110,6 +113,7 @@ func (p *proxyConsumer) OnDelete(kind string, obj runtime.Object) error {
 	case *v1.Service:
 		p.proxier.OnServiceDelete(o)
 	case *discovery.EndpointSlice:
+		p.w.programmingSlice(nil, o, true)
 		return p.proxier.OnEndpointSliceDelete(o)
 	}
 	return nil
@@ -193,6 +197,7 @@ func (w *World) syncStarted(why string) {
 	n := len(w.syncs) + 1
 	w.syncs = append(w.syncs, SyncRecord{N: n, Why: why, Start: w.Now(), End: -1})
 	w.Trace.Add(trace.Event{Kind: trace.Start, Why: why, Run: n})
+	w.programmingStart(n)
 }
 
 func (w *World) syncFinished(err error) {
@@ -204,6 +209,7 @@ func (w *World) syncFinished(err error) {
 		e.Err = r.Err
 	}
 	w.Trace.Add(e)
+	w.programmingEnd(r.N, err)
 }
 
 // runnerTrace records runner decisions.

@@ -108,6 +108,9 @@ type World struct {
 	closed  bool
 	rv      int64
 	syncs   []SyncRecord
+	// uids and generated count the UIDs and generated names handed out
+	// (see admit).
+	uids, generated int64
 
 	// pending is the FIFO of deliveries not yet handed over. handler is the
 	// consumer whose handler runs (nil outside handlers), and chain the
@@ -128,6 +131,10 @@ type World struct {
 	lastChange map[string]change
 	written    map[string]time.Duration
 
+	// prog follows network programming latency (see programming.go).
+	prog programming
+	// writesBy holds the instants of each named writer's writes.
+	writesBy map[string][]time.Duration
 	// runnerRuns counts the runner's runs (the direct initial syncs not
 	// included); failSyncs is how many of the next runs fail by request.
 	runnerRuns int
@@ -446,7 +453,17 @@ func (w *World) As(name string, f func() error) error {
 // turn, at the current virtual instant. Made by a consumer while it handles
 // an event, it is traced as that consumer's, and its events are delivered
 // after the current one.
-func (w *World) Create(obj runtime.Object) error { return w.write("create", obj) }
+func (w *World) Create(obj runtime.Object) error {
+	_, err := w.writeNamed("create", obj)
+	return err
+}
+
+// CreateNamed is Create returning the object's name, which the world
+// generates, as the API server does, for an object with only
+// metadata.generateName.
+func (w *World) CreateNamed(obj runtime.Object) (string, error) {
+	return w.writeNamed("create", obj)
+}
 
 // Update replaces an existing object, like Create.
 func (w *World) Update(obj runtime.Object) error { return w.write("update", obj) }
@@ -482,31 +499,54 @@ func (w *World) Delete(kind, namespace, name string) error {
 	if err := w.checkChain(k, namespace, name); err != nil {
 		return err
 	}
+	cur, _ := w.store.stored(k.gvr, namespace, name)
 	err = w.store.Delete(k.gvr, namespace, name)
+	if _, isPod := cur.(*v1.Pod); isPod && err == nil {
+		w.programmingPod(cur, cur, true)
+	}
 	return w.afterWrite(k, "delete", namespace, name, err)
 }
 
 func (w *World) write(op string, obj runtime.Object) error {
+	_, err := w.writeNamed(op, obj)
+	return err
+}
+
+func (w *World) writeNamed(op string, obj runtime.Object) (string, error) {
 	k, err := kindOfObject(obj)
 	if err != nil {
-		return err
+		return "", err
 	}
 	m := obj.(Object)
 	ns, name := m.GetNamespace(), m.GetName()
 	if op == "update" {
+		cur, ok := w.store.stored(k.gvr, ns, name)
+		if ok {
+			obj = w.admit(k, obj, cur)
+		}
 		// Like the API server, an update that changes nothing is not
 		// written: no new resourceVersion, no watch event. Only the world
 		// writes the store, so it cannot change before put.
-		if cur, ok := w.store.stored(k.gvr, ns, name); ok && equalButVersion(obj, cur) {
-			return nil
+		if ok && equalButVersion(obj, cur) {
+			return name, nil
 		}
+	} else {
+		obj = w.admit(k, obj, nil)
+		name = obj.(Object).GetName()
 	}
 	if err := w.checkChain(k, ns, name); err != nil {
-		return err
+		return name, err
+	}
+	var before runtime.Object
+	if _, isPod := obj.(*v1.Pod); isPod {
+		before, _ = w.store.stored(k.gvr, ns, name)
 	}
 	// The store keeps a copy: the caller's object is left alone.
 	err = w.store.put(k.gvr, obj, ns, op == "update", w)
-	return w.afterWrite(k, op, ns, name, err)
+	if err == nil && before != nil || err == nil && op == "create" {
+		w.programmingPod(before, obj, false)
+	}
+	return name, w.afterWrite(k, op, ns, name, err)
 }
 
 // nextVersion is the resourceVersion of the world's next write; the store
@@ -556,6 +596,12 @@ func (w *World) afterWrite(k *kind, op, namespace, name string, err error) error
 	}
 	if err != nil {
 		return err
+	}
+	if by != "" {
+		if w.writesBy == nil {
+			w.writesBy = map[string][]time.Duration{}
+		}
+		w.writesBy[by] = append(w.writesBy[by], w.Now())
 	}
 	// Its propagation latency counts from the API write even if the proxy
 	// hears of it later; a kind the proxy does not watch has none (and would
@@ -684,3 +730,7 @@ func (w *World) deliver(d delivery) {
 		w.Trace.Add(e)
 	}
 }
+
+// Writes lists the instants of the writes a consumer or named writer made
+// (see As), in order.
+func (w *World) Writes(by string) []time.Duration { return w.writesBy[by] }

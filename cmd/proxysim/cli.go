@@ -17,6 +17,7 @@ import (
 
 	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/controllers"  // the Kubernetes controllers
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx" // the ingress-nginx controller
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/controllers" // the library holds scenarios of every controller
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the library holds scenarios of every mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"

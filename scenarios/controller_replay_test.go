@@ -1,0 +1,67 @@
+package scenarios
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"sort"
+	"testing"
+)
+
+// Replays with controllers are byte-identical whatever the scheduler does
+// with the informers' goroutines: 100 times (10 with -short), alternating
+// GOMAXPROCS 1 and 2. Run it under -race. The scenarios are the library's
+// and features' that run a controller, each replayed until the budget of
+// replays is spent.
+func TestControllerReplaysAreByteIdentical(t *testing.T) {
+	n := 100
+	if testing.Short() {
+		n = 10
+	}
+	var files []*Scenario
+	for _, name := range LibraryNames() {
+		s, err := LoadLibrary(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, es := s.Controllers.On["endpointSlice"]; es || s.Controllers.On["endpoints"] != nil {
+			files = append(files, s)
+		}
+	}
+	if s, err := Load("testdata/features/controllers.yaml"); err == nil {
+		files = append(files, s)
+	} else {
+		t.Fatal(err)
+	}
+	if len(files) < 5 {
+		t.Fatalf("only %d scenarios run a controller", len(files))
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	trace := func(s *Scenario) []byte {
+		res, err := Replay(s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Passed() {
+			t.Fatalf("%s failed: %v", s.Name, res.Failures)
+		}
+		return res.Trace.JSONL()
+	}
+	want := map[string][]byte{}
+	for _, s := range files {
+		want[s.Name] = trace(s)
+		if !bytes.Contains(want[s.Name], []byte(`"why":"endpointslice-controller"`)) && !bytes.Contains(want[s.Name], []byte(`"why":"endpoint-controller"`)) {
+			t.Fatalf("%s: the controller wrote nothing", s.Name)
+		}
+	}
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	for i := 0; i < n; i++ {
+		runtime.GOMAXPROCS(1 + i%2)
+		s := files[i%len(files)]
+		if got := trace(s); !bytes.Equal(got, want[s.Name]) {
+			t.Fatalf("replay %d of %s (GOMAXPROCS %d) differs", i, s.Name, 1+i%2)
+		}
+	}
+	t.Log(fmt.Sprintf("%d replays of %d scenarios", n, len(files)))
+}

@@ -1,0 +1,164 @@
+package scenarios
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ProgrammingLatencyExpect bounds kube-proxy's
+// network_programming_duration_seconds observations (sim.ProgrammingSample),
+// optionally only those made by syncs that ended in a window [from, to].
+// P50 and P99 are estimated from the histogram as Prometheus's
+// histogram_quantile does, so that they compare with a dashboard; Max is
+// the largest observation itself.
+type ProgrammingLatencyExpect struct {
+	Count   *int       `yaml:"count"`
+	P50     *Duration  `yaml:"p50"`
+	P99     *Duration  `yaml:"p99"`
+	Max     *Duration  `yaml:"max"`
+	Between []Duration `yaml:"between"`
+	Src     Src
+}
+
+type programmingExpect struct {
+	ProgrammingLatency *ProgrammingLatencyExpect `yaml:"programmingLatency"`
+}
+
+// programmingBuckets are the histogram's upper bounds in seconds (kubernetes
+// pkg/proxy/metrics NetworkProgrammingLatency: component-base MergeBuckets
+// of 0, 0.25, 0.5, 1..59 by 1, 60..115 by 5, 120..300 by 30), then +Inf.
+var programmingBuckets = func() []float64 {
+	b := []float64{0, 0.25, 0.5}
+	for s := 1; s <= 59; s++ {
+		b = append(b, float64(s))
+	}
+	for s := 60; s <= 115; s += 5 {
+		b = append(b, float64(s))
+	}
+	for s := 120; s <= 300; s += 30 {
+		b = append(b, float64(s))
+	}
+	return append(b, math.Inf(1))
+}()
+
+func (e *programmingExpect) Validate(v *Validator) {
+	p := e.ProgrammingLatency
+	if p == nil {
+		return
+	}
+	if p.Count == nil && p.P50 == nil && p.P99 == nil && p.Max == nil {
+		v.Errorf(Pos{p.Src.Line, p.Src.Column, p.Src.Path}, "say what to expect: count, p50, p99 or max")
+	}
+	if p.Count != nil && *p.Count < 0 {
+		v.Errorf(p.Src.At("count"), "a count cannot be negative")
+	}
+	if p.Between != nil && (len(p.Between) != 2 || p.Between[1] < p.Between[0]) {
+		v.Errorf(p.Src.At("between"), "want [from, to] with from <= to")
+	}
+}
+
+func (e *programmingExpect) Check(r *Run) {
+	p := e.ProgrammingLatency
+	if p == nil {
+		return
+	}
+	var vals []float64
+	for _, s := range r.World().ProgrammingSamples() {
+		if len(p.Between) == 2 && (s.At < p.Between[0].D() || s.At > p.Between[1].D()) {
+			continue
+		}
+		vals = append(vals, s.Value.Seconds())
+	}
+	got := sampleSummary(vals)
+	if p.Count != nil && len(vals) != *p.Count {
+		r.Fail(p.Src.At("count"), "programmingLatency.count", fmt.Sprint(*p.Count), got)
+	}
+	check := func(key string, bound *Duration, v float64, ok bool) {
+		if bound == nil {
+			return
+		}
+		if !ok {
+			r.Fail(p.Src.At(key), "programmingLatency."+key, "at most "+bound.String(), "no samples")
+			return
+		}
+		if v > bound.D().Seconds() {
+			r.Fail(p.Src.At(key), "programmingLatency."+key, "at most "+bound.String(), got)
+		}
+	}
+	q50, ok := histogramQuantile(0.5, vals)
+	check("p50", p.P50, q50, ok)
+	q99, ok := histogramQuantile(0.99, vals)
+	check("p99", p.P99, q99, ok)
+	mx := math.Inf(-1)
+	for _, v := range vals {
+		mx = math.Max(mx, v)
+	}
+	check("max", p.Max, mx, len(vals) > 0)
+}
+
+// sampleSummary says what the window holds, for failure messages.
+func sampleSummary(vals []float64) string {
+	if len(vals) == 0 {
+		return "no samples"
+	}
+	q50, _ := histogramQuantile(0.5, vals)
+	q99, _ := histogramQuantile(0.99, vals)
+	s := append([]float64(nil), vals...)
+	sort.Float64s(s)
+	shown := s
+	if len(shown) > 8 {
+		shown = shown[:8]
+	}
+	parts := make([]string, len(shown))
+	for i, v := range shown {
+		parts[i] = seconds(v)
+	}
+	more := ""
+	if len(s) > len(shown) {
+		more = " ..."
+	}
+	return fmt.Sprintf("%d samples [%s%s], p50 %s, p99 %s, max %s", len(s), strings.Join(parts, " "), more, seconds(q50), seconds(q99), seconds(s[len(s)-1]))
+}
+
+func seconds(v float64) string {
+	return time.Duration(math.Round(v * float64(time.Second))).String()
+}
+
+// histogramQuantile estimates the q-quantile of vals as Prometheus's
+// histogram_quantile does over the histogram's buckets: find the bucket
+// holding the rank q*count, interpolate linearly inside it (from the
+// previous bound, or 0 for the first bucket; a first bucket with a bound
+// <= 0 gives that bound); a rank in +Inf gives the largest finite bound.
+func histogramQuantile(q float64, vals []float64) (float64, bool) {
+	if len(vals) == 0 {
+		return 0, false
+	}
+	counts := make([]float64, len(programmingBuckets))
+	for _, v := range vals {
+		// An observation equal to a bound belongs to it (le).
+		i := sort.SearchFloat64s(programmingBuckets, v)
+		counts[i]++
+	}
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	total := counts[len(counts)-1]
+	rank := q * total
+	b := sort.Search(len(counts), func(i int) bool { return counts[i] >= rank })
+	if b == len(programmingBuckets)-1 {
+		return programmingBuckets[len(programmingBuckets)-2], true
+	}
+	if b == 0 && programmingBuckets[0] <= 0 {
+		return programmingBuckets[0], true
+	}
+	start, end := 0.0, programmingBuckets[b]
+	below := 0.0
+	if b > 0 {
+		start, below = programmingBuckets[b-1], counts[b-1]
+	}
+	in := counts[b] - below
+	return start + (end-start)*(rank-below)/in, true
+}
