@@ -55,7 +55,7 @@ func (c *connectionStep) Do(r *scenarios.Run) error {
 	if s := shares[cn.Endpoint]; s == nil || s.Sign() == 0 {
 		// The kernel could not have picked it: a failed check, not a
 		// broken scenario, so that a wrong endpoint shows both sides.
-		r.Fail(cn.Src.At("endpoint"), "connection.endpoint", "a route to "+cn.Endpoint, formatShares(shares))
+		r.Fail(cn.Src.At("endpoint"), "connection.endpoint", "a route to "+cn.Endpoint, shares.String())
 		return nil
 	}
 	d.history().Remember(cn.pkt.Src, sets[cn.Endpoint])

@@ -7,6 +7,7 @@ import (
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/iptables"
 )
 
@@ -138,7 +139,7 @@ func HasRoute(s *scenarios.Scenario) bool {
 			continue
 		}
 		for _, c := range st.Expect.Checks {
-			if r, ok := c.(*routeExpect); ok && r.Route != nil {
+			if r, ok := c.(*routeexpect.Expect); ok && r.Route != nil {
 				return true
 			}
 		}

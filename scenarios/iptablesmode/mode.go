@@ -50,7 +50,7 @@ func (Mode) Faults() []func() scenarios.Action {
 func (Mode) Expectations() []func() scenarios.Expectation {
 	return []func() scenarios.Expectation{
 		func() scenarios.Expectation { return &tableExpect{} },
-		func() scenarios.Expectation { return &routeExpect{} },
+		routeExpectation,
 		func() scenarios.Expectation { return &metricsExpect{} },
 	}
 }

@@ -248,12 +248,7 @@ func render(cfg Config, st *proxy.SyncState, pl plan) rendered {
 			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 	}
 
-	names := make([]proxy.ServicePortName, 0, len(st.Services))
-	for n := range st.Services {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool { return lessPort(names[i], names[j]) })
-	for _, n := range names {
+	for _, n := range st.Services.SortedNames() {
 		renderServicePort(p, cfg, st, pl, n, st.Services[n])
 	}
 
@@ -320,19 +315,6 @@ func render(cfg Config, st *proxy.SyncState, pl plan) rendered {
 
 // ChainKubeletFirewall is the kubelet-compatible localnet firewall chain.
 const ChainKubeletFirewall = "KUBE-FIREWALL"
-
-func lessPort(a, b proxy.ServicePortName) bool {
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	if a.Name != b.Name {
-		return a.Name < b.Name
-	}
-	if a.Port != b.Port {
-		return a.Port < b.Port
-	}
-	return a.Protocol < b.Protocol
-}
 
 // renderServicePort writes one service port's rules, following the body
 // of kube-proxy's service loop in syncProxyRules.

@@ -2,49 +2,28 @@ package iptables
 
 import (
 	"fmt"
+	"github.com/proxysim/proxysim/sim/route"
 	"math/big"
 	"net"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 )
 
-// Packet is the first packet of a new connection, as the tracer sees it.
-type Packet struct {
-	Src, Dst net.IP
-	DPort    int
-	Protocol string // tcp, udp or sctp
-}
+// Packet is the first packet of a new connection, and Shares where it ends
+// up: the mode-neutral vocabulary of sim/route, which the scenario
+// format's route expectation reads for every mode.
+type (
+	Packet = route.Packet
+	Shares = route.Shares
+)
 
 // Verdicts a route can end in besides an endpoint.
 const (
-	VerdictAccept = "ACCEPT" // delivered to its original destination, unchanged
-	VerdictDrop   = "DROP"
-	VerdictReject = "REJECT"
+	VerdictAccept = route.Accept // delivered to its original destination, unchanged
+	VerdictDrop   = route.Drop
+	VerdictReject = route.Reject
 )
-
-// Shares maps where a packet ends up ("ip:port" after DNAT, or a verdict)
-// to the probability that it does; the shares sum to 1.
-type Shares map[string]*big.Rat
-
-// Keys lists the outcomes, sorted.
-func (s Shares) Keys() []string {
-	out := make([]string, 0, len(s))
-	for k := range s {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (s Shares) String() string {
-	var parts []string
-	for _, k := range s.Keys() {
-		parts = append(parts, k+": "+s[k].RatString())
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
-}
 
 // Recent is the state of the kernel's `recent` match (xt_recent): for each
 // list, each source address and when a rule last --set it.
@@ -114,7 +93,7 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 	}
 	for _, b := range nat {
 		if b.verdict == VerdictDrop || b.verdict == VerdictReject {
-			out.add(b.verdict, b.w)
+			out.Add(b.verdict, b.w)
 			continue
 		}
 		hook := "OUTPUT"
@@ -134,7 +113,7 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 			if v == VerdictAccept && f.st.dnat != "" {
 				v = f.st.dnat
 			}
-			out.add(v, f.w)
+			out.Add(v, f.w)
 			if f.w.Sign() > 0 {
 				addSets(v, f.st.sets)
 			}
@@ -144,16 +123,6 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 		sort.Strings(sets[k])
 	}
 	return out, sets, nil
-}
-
-func (s Shares) add(k string, w *big.Rat) {
-	if w.Sign() == 0 {
-		return
-	}
-	if s[k] == nil {
-		s[k] = new(big.Rat)
-	}
-	s[k].Add(s[k], w)
 }
 
 type state struct {

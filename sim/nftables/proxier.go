@@ -224,7 +224,7 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 	active := map[string]bool{}
 	activeAffinity := map[string]bool{}
 	var noLocalInternal, noLocalExternal int
-	for _, n := range sortedPorts(st.Services) {
+	for _, n := range st.Services.SortedNames() {
 		skip := !full && !changed[n.NamespacedName.String()]
 		i, e := p.syncServicePort(tx, st, n, st.Services[n], skip, active, activeAffinity)
 		noLocalInternal += i
@@ -678,27 +678,6 @@ func locallyReachable(sp *proxy.ServicePort, sel proxy.Selection) []*proxy.Endpo
 	if sp.UsesLocalEndpoints() {
 		add(sel.Local)
 	}
-	return out
-}
-
-func sortedPorts(m proxy.ServiceMap) []proxy.ServicePortName {
-	out := make([]proxy.ServicePortName, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		if a.Port != b.Port {
-			return a.Port < b.Port
-		}
-		return a.Protocol < b.Protocol
-	})
 	return out
 }
 

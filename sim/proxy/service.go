@@ -311,7 +311,7 @@ func (m ServiceMap) Update(t *ServiceChangeTracker) ServiceMapResult {
 		for spn := range ch.current {
 			ports = append(ports, spn)
 		}
-		sort.Slice(ports, func(i, j int) bool { return lessSPN(ports[i], ports[j]) })
+		sort.Slice(ports, func(i, j int) bool { return ports[i].Less(ports[j]) })
 		res.Ports[name] = ports
 		for spn, p := range ch.previous {
 			if _, still := ch.current[spn]; !still {
@@ -330,7 +330,10 @@ func (m ServiceMap) Update(t *ServiceChangeTracker) ServiceMapResult {
 	return res
 }
 
-func lessSPN(a, b ServicePortName) bool {
+// Less orders service port names by namespace, name, port name and
+// protocol: the order every proxier here walks them in (kube-proxy walks a
+// Go map; a deterministic simulation sorts).
+func (a ServicePortName) Less(b ServicePortName) bool {
 	if a.Namespace != b.Namespace {
 		return a.Namespace < b.Namespace
 	}
@@ -341,6 +344,16 @@ func lessSPN(a, b ServicePortName) bool {
 		return a.Port < b.Port
 	}
 	return a.Protocol < b.Protocol
+}
+
+// SortedNames lists a ServiceMap's port names in Less order.
+func (sm ServiceMap) SortedNames() []ServicePortName {
+	out := make([]ServicePortName, 0, len(sm))
+	for n := range sm {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
 }
 
 // CompareNames orders services by their "namespace/name" text, as a sort
