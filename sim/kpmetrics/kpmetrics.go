@@ -254,9 +254,15 @@ func (r *Registry) SyncFinished(start, end time.Time, err error, programming []t
 		add(r.nftFail, c.SyncFailures, prev.SyncFailures)
 		add(r.clean, c.CleanupFailures, prev.CleanupFailures)
 		for _, t := range slices.Sorted(maps.Keys(c.RulesTotal)) {
+			if r.rulesTotal == nil {
+				break
+			}
 			r.rulesTotal.WithLabelValues(t, r.family).Set(float64(c.RulesTotal[t]))
 		}
 		for _, t := range slices.Sorted(maps.Keys(c.RulesLast)) {
+			if r.rulesLast == nil {
+				break
+			}
 			r.rulesLast.WithLabelValues(t, r.family).Set(float64(c.RulesLast[t]))
 		}
 		if err == nil {
@@ -274,3 +280,42 @@ func (r *Registry) SyncFinished(start, end time.Time, err error, programming []t
 	r.lastTS.WithLabelValues(r.family).Set(unix(end))
 }
 
+// Kind is a metric's type and label names, as registered.
+type Kind struct {
+	Histogram bool
+	Labels    []string
+}
+
+var kinds = func() map[string]Kind {
+	fam := []string{"ip_family"}
+	k := map[string]Kind{
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending": {},
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total":   {},
+		"kubeproxy_sync_proxy_rules_service_changes_pending":  {},
+		"kubeproxy_sync_proxy_rules_service_changes_total":    {},
+		"kubeproxy_sync_proxy_rules_iptables_total":           {Labels: []string{"ip_family", "table"}},
+		"kubeproxy_sync_proxy_rules_iptables_last":            {Labels: []string{"ip_family", "table"}},
+		"kubeproxy_sync_proxy_rules_no_local_endpoints_total": {Labels: []string{"ip_family", "traffic_policy"}},
+	}
+	for _, n := range []string{
+		"kubeproxy_sync_proxy_rules_duration_seconds", "kubeproxy_sync_full_proxy_rules_duration_seconds",
+		"kubeproxy_sync_partial_proxy_rules_duration_seconds", "kubeproxy_network_programming_duration_seconds",
+	} {
+		k[n] = Kind{Histogram: true, Labels: fam}
+	}
+	for _, n := range []string{
+		"kubeproxy_sync_proxy_rules_last_timestamp_seconds", "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
+		"kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total",
+		"kubeproxy_sync_proxy_rules_nftables_sync_failures_total", "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
+	} {
+		k[n] = Kind{Labels: fam}
+	}
+	return k
+}()
+
+// KindOf reports a metric's type and labels; false for a name no mode
+// registers here.
+func KindOf(name string) (Kind, bool) {
+	k, ok := kinds[name]
+	return k, ok
+}
