@@ -127,6 +127,9 @@ or memory budget, 4 an internal error of proxysim.`,
 			if metricsFile != "" && len(list) != 1 {
 				return fail(exitInvalid, fmt.Errorf("--metrics needs exactly one scenario, got %d", len(list)))
 			}
+			if metricsAt != nil && *metricsAt > list[0].Length() {
+				return fail(exitInvalid, fmt.Errorf("--metrics-at %v: after the end of %s (%v)", *metricsAt, list[0].Name, list[0].Length()))
+			}
 			code := exitPass
 			for _, s := range list {
 				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})

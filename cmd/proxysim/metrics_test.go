@@ -63,6 +63,7 @@ func TestMetricsFlagMistakesAreInvalid(t *testing.T) {
 		{"replay", "--metrics-at", "1s", "initial-sync-gating"},
 		{"replay", "--metrics", filepath.Join(dir, "x"), "--metrics-at", "-1s", "initial-sync-gating"},
 		{"replay", "--metrics", filepath.Join(dir, "x"), "initial-sync-gating", "sync-cost-v1.34"},
+		{"replay", "--metrics", filepath.Join(dir, "x"), "--metrics-at", "2h", "sync-cost-v1.34"},
 	} {
 		code, out, errs := runCLI(args...)
 		if code != exitInvalid || out != "" {
