@@ -3,6 +3,7 @@ package scenarios
 import (
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -35,6 +36,8 @@ var scenarioFeatures = []string{
 	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
 	// proxy.config: a kube-proxy configuration file
 	"config",
+	// kube-proxy's metrics (sim/kpmetrics)
+	"metrics.value", "metrics.atLeast", "metrics.atMost", "metrics.count", "metrics.sum", "metrics.quantile", "metrics.labels",
 }
 
 // featuresOf lists the features a scenario uses, read from the keys its
@@ -128,6 +131,15 @@ func featuresOf(s *Scenario) map[string]bool {
 			case "syncs", "dataplaneOps", "latency", "reloads", "dynamicUpdates", "ingressLatency", "nextRun", "programmingLatency", "writes":
 				for _, sk := range keys(get(e, k)) {
 					used[k+"."+sk] = true
+				}
+			case "metrics":
+				for _, sel := range keys(get(e, k)) {
+					if strings.Contains(sel, "{") {
+						used["metrics.labels"] = true
+					}
+					for _, mk := range keys(get(get(e, k), sel)) {
+						used["metrics."+mk] = true
+					}
 				}
 			case "connections":
 				for _, c := range keys(get(e, k)) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -32,6 +33,9 @@ type Options struct {
 	// receives every event as a JSON line as it is recorded.
 	TraceKeep   int
 	TraceStream io.Writer
+	// MetricsAt, if set, is the virtual instant (from the proxy's start) at
+	// which Result.Metrics is taken, instead of the end of the replay.
+	MetricsAt *time.Duration
 }
 
 // Failure is one expectation that did not hold.
@@ -63,6 +67,10 @@ type Result struct {
 	Checks int
 	// Wall is how long the replay took in real time.
 	Wall time.Duration
+	// Metrics is kube-proxy's metrics in the Prometheus text format, at the
+	// end of the replay or at Options.MetricsAt; nil for a mode without
+	// them (see sim/kpmetrics).
+	Metrics []byte
 }
 
 // Passed reports whether every expectation held.
@@ -109,6 +117,9 @@ type replayer struct {
 	dataplaneAt []time.Duration
 	// controllers is the switched-on controllers' state, by key.
 	controllers map[string]any
+	// metrics is kube-proxy's metrics registry (nil for a mode without).
+	metrics    *kpmetrics.Registry
+	metricsErr error
 }
 
 type pendingCheck struct {
@@ -163,6 +174,10 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		Cost:         p.SyncCost.Model(),
 		NewBackend:   dp.NewBackend,
 	}
+	if reg, err := kpmetrics.New(mode.Name(), "IPv4"); err == nil {
+		r.metrics = reg
+		cfg.Metrics = reg
+	}
 	w, err := sim.NewWorld(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.File, err)
@@ -188,6 +203,19 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		w.Trace.Keep(opts.TraceKeep)
 	}
 	r.res = &Result{Scenario: s, Env: dp.Name(), Trace: w.Trace}
+	metricsTaken := false
+	takeMetrics := func() {
+		if r.metrics != nil && !metricsTaken {
+			r.res.Metrics, r.metricsErr = r.metrics.Text()
+			metricsTaken = true
+		}
+	}
+	if opts.MetricsAt != nil {
+		if *opts.MetricsAt < 0 || *opts.MetricsAt > s.Length() {
+			return nil, fmt.Errorf("%s: metrics at %v: outside the replay [0, %v]", s.File, *opts.MetricsAt, s.Length())
+		}
+		w.At(*opts.MetricsAt, takeMetrics)
+	}
 	for _, o := range s.Initial {
 		if err := w.Create(o.Obj); err != nil {
 			return nil, fmt.Errorf("%s: creating %s: %w", s.File, o.Key, err)
@@ -221,6 +249,10 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		return nil, r.churnErr
 	}
 	r.expirePending()
+	takeMetrics()
+	if r.metricsErr != nil {
+		return nil, fmt.Errorf("%s: metrics: %w", s.File, r.metricsErr)
+	}
 	r.res.Runs = w.Syncs()
 	if opts.Update {
 		if err := r.writeGoldens(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -19,6 +20,10 @@ type Run struct {
 
 // World is the simulated node and cluster.
 func (r *Run) World() *sim.World { return r.r.w }
+
+// Metrics is kube-proxy's metrics registry as the replay has filled it so
+// far; nil for a mode without one.
+func (r *Run) Metrics() *kpmetrics.Registry { return r.r.metrics }
 
 // Dataplane is the replay's instance of the scenario's mode.
 func (r *Run) Dataplane() Dataplane { return r.r.dp }

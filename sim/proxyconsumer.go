@@ -88,9 +88,10 @@ func (p *proxyConsumer) OnAdd(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
 		p.proxier.OnServiceAdd(o)
+		p.serviceMetrics()
 	case *discovery.EndpointSlice:
 		p.w.programmingSlice(nil, o, false)
-		return p.proxier.OnEndpointSliceAdd(o)
+		return p.sliceMetrics(o, p.proxier.OnEndpointSliceAdd(o))
 	}
 	return nil
 }
@@ -100,9 +101,10 @@ func (p *proxyConsumer) OnUpdate(kind string, old, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
 		p.proxier.OnServiceUpdate(old.(*v1.Service), o)
+		p.serviceMetrics()
 	case *discovery.EndpointSlice:
 		p.w.programmingSlice(old, o, false)
-		return p.proxier.OnEndpointSliceUpdate(old.(*discovery.EndpointSlice), o)
+		return p.sliceMetrics(o, p.proxier.OnEndpointSliceUpdate(old.(*discovery.EndpointSlice), o))
 	}
 	return nil
 }
@@ -112,11 +114,25 @@ func (p *proxyConsumer) OnDelete(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
 		p.proxier.OnServiceDelete(o)
+		p.serviceMetrics()
 	case *discovery.EndpointSlice:
 		p.w.programmingSlice(nil, o, true)
-		return p.proxier.OnEndpointSliceDelete(o)
+		return p.sliceMetrics(o, p.proxier.OnEndpointSliceDelete(o))
 	}
 	return nil
+}
+
+func (p *proxyConsumer) serviceMetrics() {
+	if p.w.cfg.Metrics != nil {
+		p.w.cfg.Metrics.ServiceChange(p.proxier.PendingServices())
+	}
+}
+
+func (p *proxyConsumer) sliceMetrics(s *discovery.EndpointSlice, err error) error {
+	if err == nil {
+		p.w.metricsSlice(s, p.proxier.LastSliceChanged())
+	}
+	return err
 }
 
 // OnSynced marks an informer synced. Services come first, so the
@@ -198,6 +214,9 @@ func (w *World) syncStarted(why string) {
 	w.syncs = append(w.syncs, SyncRecord{N: n, Why: why, Start: w.Now(), End: -1})
 	w.Trace.Add(trace.Event{Kind: trace.Start, Why: why, Run: n})
 	w.programmingStart(n)
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.SyncStarted()
+	}
 }
 
 func (w *World) syncFinished(err error) {
@@ -209,7 +228,15 @@ func (w *World) syncFinished(err error) {
 		e.Err = r.Err
 	}
 	w.Trace.Add(e)
+	before := len(w.prog.samples)
 	w.programmingEnd(r.N, err)
+	if w.cfg.Metrics != nil {
+		var obs []time.Duration
+		for _, s := range w.prog.samples[before:] {
+			obs = append(obs, s.Value)
+		}
+		w.cfg.Metrics.SyncFinished(w.cfg.Start.Add(r.Start), w.cfg.Start.Add(r.End), err, obs, w.Backend())
+	}
 }
 
 // runnerTrace records runner decisions.
@@ -217,6 +244,9 @@ type runnerTrace struct{ w *World }
 
 func (t *runnerTrace) Requested(time.Time) {
 	t.w.Trace.Add(trace.Event{Kind: trace.Request})
+	if t.w.cfg.Metrics != nil {
+		t.w.cfg.Metrics.SyncQueued(t.w.Clock.Now())
+	}
 }
 func (t *runnerTrace) Deferred(_ time.Time, why runner.Reason, until time.Time) {
 	e := trace.Event{Kind: trace.Defer, Why: string(why)}

@@ -79,6 +79,8 @@ type Config struct {
 	Clock *vclock.Clock
 	// Endpoints tunes endpoint conversion (node hints, by kube-proxy version).
 	Endpoints proxy.EndpointSliceTrackerOptions
+	// Metrics, if set, hears kube-proxy's metric updates (sim/kpmetrics).
+	Metrics MetricsSink
 }
 
 // MaxChain bounds a chain of writes, each made by a consumer handling an

@@ -10,6 +10,7 @@ import (
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
@@ -22,7 +23,13 @@ import (
 // events per second, and the allocations and bytes per object update, counted
 // over the whole replay (setup, informers, syncs, dataplane) and divided by
 // the number of updates.
-func BenchmarkVirtualHour(b *testing.B) {
+func BenchmarkVirtualHour(b *testing.B) { virtualHour(b, false) }
+
+// BenchmarkVirtualHourMetrics is BenchmarkVirtualHour with kube-proxy's
+// metrics registry (sim/kpmetrics) filled along the way.
+func BenchmarkVirtualHourMetrics(b *testing.B) { virtualHour(b, true) }
+
+func virtualHour(b *testing.B, metrics bool) {
 	const (
 		services   = 1000
 		perService = 10
@@ -43,6 +50,7 @@ func BenchmarkVirtualHour(b *testing.B) {
 			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
 			Cost:       sim.CostModel{Fixed: 50 * time.Millisecond, PerEndpoint: 2 * time.Microsecond},
 			NewBackend: ipvs.Backend(ipvs.Config{}, dp),
+			Metrics:    metricsSink(b, metrics),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -86,4 +94,15 @@ func BenchmarkVirtualHour(b *testing.B) {
 	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(updates), "allocs/update")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(updates), "B/update")
+}
+
+func metricsSink(b *testing.B, on bool) sim.MetricsSink {
+	if !on {
+		return nil
+	}
+	r, err := kpmetrics.New("ipvs", "IPv4")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
 }

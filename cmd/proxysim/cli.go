@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -92,6 +93,8 @@ or memory budget, 4 an internal error of proxysim.`,
 	}
 	var dataplane, release, cpu string
 	var update, verbose bool
+	var metricsFile string
+	var metricsAt *time.Duration
 	ld := &loader{warnings: stderr}
 	var maxEvents int
 	var maxMemoryMiB int64
@@ -105,15 +108,27 @@ or memory budget, 4 an internal error of proxysim.`,
 		Short: "Replay scenarios and check their expectations",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dataplane == "vm" && metricsFile != "" {
+				return fail(exitInvalid, fmt.Errorf("--metrics is not available with --dataplane vm"))
+			}
 			if dataplane == "vm" {
 				if _, err := ld.loadAll(args); err != nil {
 					return err
 				}
 				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, stdout)
 			}
+			if metricsAt != nil && metricsFile == "" {
+				return fail(exitInvalid, fmt.Errorf("--metrics-at needs --metrics FILE"))
+			}
 			factory, list, err := ld.prepare(dataplane, args)
 			if err != nil {
 				return err
+			}
+			if metricsFile != "" && len(list) != 1 {
+				return fail(exitInvalid, fmt.Errorf("--metrics needs exactly one scenario, got %d", len(list)))
+			}
+			if metricsAt != nil && *metricsAt > list[0].Length() {
+				return fail(exitInvalid, fmt.Errorf("--metrics-at %v: after the end of %s (%v)", *metricsAt, list[0].Name, list[0].Length()))
 			}
 			code := exitPass
 			for _, s := range list {
@@ -121,11 +136,20 @@ or memory budget, 4 an internal error of proxysim.`,
 				if !verbose {
 					opts.TraceKeep = traceTail
 				}
+				if metricsAt != nil {
+					d := time.Duration(*metricsAt)
+					opts.MetricsAt = &d
+				}
 				res, err := scenarios.Replay(s, opts)
 				if err != nil {
 					fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
 					code = max(code, exitCannotRun)
 					continue
+				}
+				if metricsFile != "" {
+					if err := writeMetrics(metricsFile, res); err != nil {
+						return fail(exitCannotRun, err)
+					}
 				}
 				scenarios.Report(stdout, res, verbose)
 				if !res.Passed() {
@@ -142,6 +166,8 @@ or memory budget, 4 an internal error of proxysim.`,
 	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (ipvs and iptables blocks and files) with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
+	replay.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
+	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
 
 	validate := &cobra.Command{
 		Use:   "validate FILE|NAME...",

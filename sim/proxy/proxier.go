@@ -79,6 +79,8 @@ type Proxier struct {
 	servicesSynced, endpointsSynced bool
 	initialized                     bool
 	syncs                           int
+	// sliceChanged is what the last slice event did to the pending state.
+	sliceChanged bool
 }
 
 // NewProxier builds a proxier for one IP family on one node.
@@ -134,6 +136,9 @@ func (p *Proxier) OnEndpointSliceDelete(s *discovery.EndpointSlice) error {
 
 func (p *Proxier) onSlice(s *discovery.EndpointSlice, remove bool) error {
 	changed, err := p.endpoints.Update(s, remove)
+	p.mu.Lock()
+	p.sliceChanged = changed
+	p.mu.Unlock()
 	p.request(changed)
 	return err
 }
@@ -185,6 +190,18 @@ func (p *Proxier) SyncProxyRules() error {
 		}
 	}
 	return p.backend.Sync(st)
+}
+
+// PendingServices reports how many Services have a net change waiting
+// (kube-proxy's service_changes_pending).
+func (p *Proxier) PendingServices() int { return p.services.Pending() }
+
+// LastSliceChanged reports whether the last slice event changed what is
+// pending (what kube-proxy's endpoint_changes_pending counts).
+func (p *Proxier) LastSliceChanged() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sliceChanged
 }
 
 // Size reports the applied number of service ports and endpoints, for sync

@@ -1,0 +1,350 @@
+package scenarios
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/proxysim/proxysim/sim/kpmetrics"
+)
+
+func init() { RegisterExpectation(func() Expectation { return &metricsExpect{} }) }
+
+// metricsExpect checks kube-proxy's metrics (sim/kpmetrics) as a scrape at
+// this virtual instant would show them:
+//
+//	metrics:
+//	  kubeproxy_sync_proxy_rules_duration_seconds: {count: 4}
+//	  'kubeproxy_sync_proxy_rules_iptables_total{table="nat"}': {value: 12}
+//	  kubeproxy_network_programming_duration_seconds: {quantile: {q: 0.99, atMost: 2}}
+//
+// A key is a metric name with optional label matchers (label="value"); the
+// series it selects are summed, as PromQL's sum() would. value, atLeast and
+// atMost check a counter or gauge; count and sum a histogram's; quantile
+// estimates a histogram quantile as PromQL's histogram_quantile does.
+type metricsExpect struct {
+	Metrics map[string]*MetricCheck `yaml:"metrics"`
+}
+
+// MetricCheck is what one metrics key expects.
+type MetricCheck struct {
+	Value    *Number        `yaml:"value"`
+	AtLeast  *Number        `yaml:"atLeast"`
+	AtMost   *Number        `yaml:"atMost"`
+	Count    *int           `yaml:"count"`
+	Sum      *Number        `yaml:"sum"`
+	Quantile *QuantileCheck `yaml:"quantile"`
+	Src      Src
+}
+
+// QuantileCheck is a histogram_quantile(q) expectation: exactly value, or
+// within [atLeast, atMost].
+type QuantileCheck struct {
+	Q       *Number `yaml:"q"`
+	Value   *Number `yaml:"value"`
+	AtLeast *Number `yaml:"atLeast"`
+	AtMost  *Number `yaml:"atMost"`
+	Src     Src
+}
+
+// Number is a YAML int or float.
+type Number float64
+
+func (n *Number) decodeNode(y *yaml.Node) error {
+	if y.Kind != yaml.ScalarNode || (y.Tag != "!!int" && y.Tag != "!!float") {
+		return fmt.Errorf("want a number, got %q", y.Value)
+	}
+	f, err := strconv.ParseFloat(y.Value, 64)
+	if err != nil {
+		return fmt.Errorf("want a number, got %q", y.Value)
+	}
+	*n = Number(f)
+	return nil
+}
+
+var selectorRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$`)
+var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"]*)"\s*$`)
+
+// parseSelector splits `name{a="x",b="y"}`.
+func parseSelector(s string) (string, map[string]string, error) {
+	m := selectorRE.FindStringSubmatch(s)
+	if m == nil {
+		return "", nil, fmt.Errorf("want a metric name, optionally with {label=\"value\",...}, got %q", s)
+	}
+	labels := map[string]string{}
+	if strings.TrimSpace(m[2]) != "" {
+		for _, part := range strings.Split(m[2], ",") {
+			lm := matcherRE.FindStringSubmatch(part)
+			if lm == nil {
+				return "", nil, fmt.Errorf("want label=\"value\", got %q", strings.TrimSpace(part))
+			}
+			if _, dup := labels[lm[1]]; dup {
+				return "", nil, fmt.Errorf("label %s given twice", lm[1])
+			}
+			labels[lm[1]] = lm[2]
+		}
+	}
+	return m[1], labels, nil
+}
+
+func (e *metricsExpect) keys() []string {
+	keys := make([]string, 0, len(e.Metrics))
+	for k := range e.Metrics {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (e *metricsExpect) Validate(v *Validator) {
+	if e.Metrics == nil {
+		return
+	}
+	modeName := v.s.Proxy.Mode
+	if m, ok := LookupMode(modeName); ok {
+		modeName = m.Name()
+	}
+	names := kpmetrics.Names(modeName)
+	for _, key := range e.keys() {
+		c := e.Metrics[key]
+		if c == nil {
+			continue
+		}
+		at := Pos{c.Src.Line, c.Src.Column, c.Src.Path}
+		name, labels, err := parseSelector(key)
+		if err != nil {
+			v.Errorf(at, "%v", err)
+			continue
+		}
+		if names == nil {
+			v.Errorf(at, "mode %q has no kube-proxy metrics", modeName)
+			continue
+		}
+		if !containsString(names, name) {
+			v.Errorf(at, "unknown metric %s for mode %s (known: %s)", name, modeName, strings.Join(names, ", "))
+			continue
+		}
+		kind, _ := kpmetrics.KindOf(name)
+		for _, l := range sortedKeys(labels) {
+			if !containsString(kind.Labels, l) {
+				v.Errorf(at, "%s has no label %s (labels: %s)", name, l, strings.Join(kind.Labels, ", "))
+			}
+		}
+		scalar := c.Value != nil || c.AtLeast != nil || c.AtMost != nil
+		hist := c.Count != nil || c.Sum != nil || c.Quantile != nil
+		switch {
+		case !scalar && !hist:
+			v.Errorf(at, "say what to expect: value, atLeast or atMost (counter, gauge); count, sum or quantile (histogram)")
+		case kind.Histogram && scalar:
+			v.Errorf(at, "%s is a histogram: check count, sum or quantile", name)
+		case !kind.Histogram && hist:
+			v.Errorf(at, "%s is not a histogram: check value, atLeast or atMost", name)
+		}
+		if c.Count != nil && *c.Count < 0 {
+			v.Errorf(c.Src.At("count"), "a count cannot be negative")
+		}
+		if q := c.Quantile; q != nil {
+			switch {
+			case q.Q == nil:
+				v.Errorf(Pos{q.Src.Line, q.Src.Column, q.Src.Path}, "say which quantile: q, between 0 and 1")
+			case *q.Q < 0 || *q.Q > 1:
+				v.Errorf(q.Src.At("q"), "q must be between 0 and 1")
+			}
+			if q.Value == nil && q.AtLeast == nil && q.AtMost == nil {
+				v.Errorf(Pos{q.Src.Line, q.Src.Column, q.Src.Path}, "say what to expect: value, atLeast or atMost")
+			}
+		}
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (e *metricsExpect) Check(r *Run) {
+	if e.Metrics == nil {
+		return
+	}
+	reg := r.Metrics()
+	if reg == nil {
+		return // refused at load time
+	}
+	mfs, err := reg.Gatherer().Gather()
+	if err != nil {
+		r.Fail(Pos{Path: "metrics"}, "metrics", "a scrape", err.Error())
+		return
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		byName[mf.GetName()] = mf
+	}
+	for _, key := range e.keys() {
+		c := e.Metrics[key]
+		if c == nil {
+			continue
+		}
+		name, labels, _ := parseSelector(key)
+		var series []*dto.Metric
+		if mf := byName[name]; mf != nil {
+			for _, m := range mf.GetMetric() {
+				if matches(m, labels) {
+					series = append(series, m)
+				}
+			}
+		}
+		what := "metrics." + key
+		kind, _ := kpmetrics.KindOf(name)
+		if !kind.Histogram {
+			var sum float64
+			for _, m := range series {
+				if g := m.GetGauge(); g != nil {
+					sum += g.GetValue()
+				} else {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+			got := num(sum)
+			if len(series) == 0 {
+				got = "no series"
+			}
+			if c.Value != nil && (len(series) == 0 || !closeTo(sum, float64(*c.Value))) {
+				r.Fail(c.Src.At("value"), what+".value", num(float64(*c.Value)), got)
+			}
+			if c.AtLeast != nil && (len(series) == 0 || sum < float64(*c.AtLeast)) {
+				r.Fail(c.Src.At("atLeast"), what+".atLeast", "at least "+num(float64(*c.AtLeast)), got)
+			}
+			if c.AtMost != nil && (len(series) == 0 || sum > float64(*c.AtMost)) {
+				r.Fail(c.Src.At("atMost"), what+".atMost", "at most "+num(float64(*c.AtMost)), got)
+			}
+			continue
+		}
+		h := mergeHistograms(series)
+		if c.Count != nil && h.count != uint64(*c.Count) {
+			r.Fail(c.Src.At("count"), what+".count", fmt.Sprint(*c.Count), fmt.Sprint(h.count))
+		}
+		if c.Sum != nil && !closeTo(h.sum, float64(*c.Sum)) {
+			r.Fail(c.Src.At("sum"), what+".sum", num(float64(*c.Sum)), num(h.sum))
+		}
+		if q := c.Quantile; q != nil && q.Q != nil {
+			v := h.quantile(float64(*q.Q))
+			got := num(v)
+			qs := fmt.Sprintf("%s.quantile(%s)", what, num(float64(*q.Q)))
+			if q.Value != nil && !closeTo(v, float64(*q.Value)) {
+				r.Fail(q.Src.At("value"), qs, num(float64(*q.Value)), got)
+			}
+			if q.AtLeast != nil && !(v >= float64(*q.AtLeast)) {
+				r.Fail(q.Src.At("atLeast"), qs, "at least "+num(float64(*q.AtLeast)), got)
+			}
+			if q.AtMost != nil && !(v <= float64(*q.AtMost)) {
+				r.Fail(q.Src.At("atMost"), qs, "at most "+num(float64(*q.AtMost)), got)
+			}
+		}
+	}
+}
+
+func matches(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := want[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+// closeTo compares values computed in float64 (sums of seconds) with the
+// written ones: equal to within 1e-9, or a few ulps for unix timestamps
+// (1e-12 relative is under a millisecond there).
+func closeTo(a, b float64) bool {
+	return a == b || math.Abs(a-b) <= math.Max(1e-9, 1e-12*math.Max(math.Abs(a), math.Abs(b)))
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// histogram is one or more series' buckets added up.
+type histogram struct {
+	bounds []float64 // upper bounds, +Inf last
+	cum    []float64 // cumulative counts
+	count  uint64
+	sum    float64
+}
+
+func mergeHistograms(series []*dto.Metric) histogram {
+	var h histogram
+	for _, m := range series {
+		hm := m.GetHistogram()
+		if hm == nil {
+			continue
+		}
+		if h.bounds == nil {
+			for _, b := range hm.GetBucket() {
+				h.bounds = append(h.bounds, b.GetUpperBound())
+			}
+			h.cum = make([]float64, len(h.bounds))
+		}
+		for i, b := range hm.GetBucket() {
+			h.cum[i] += float64(b.GetCumulativeCount())
+		}
+		h.count += hm.GetSampleCount()
+		h.sum += hm.GetSampleSum()
+	}
+	if h.bounds != nil && !math.IsInf(h.bounds[len(h.bounds)-1], 1) {
+		h.bounds = append(h.bounds, math.Inf(1))
+		h.cum = append(h.cum, float64(h.count))
+	}
+	return h
+}
+
+// quantile is PromQL's histogram_quantile over classic buckets
+// (prometheus/promql/quantile.go bucketQuantile): NaN without samples; the
+// bucket holding rank q*count found by cumulative count; a rank in the
+// +Inf bucket gives the highest finite bound; a first bucket with a bound
+// <= 0 gives that bound; otherwise linear interpolation inside the bucket,
+// from 0 for the first one.
+func (h histogram) quantile(q float64) float64 {
+	if h.count == 0 || len(h.bounds) < 2 {
+		return math.NaN()
+	}
+	total := h.cum[len(h.cum)-1]
+	rank := q * total
+	b := sort.Search(len(h.cum)-1, func(i int) bool { return h.cum[i] >= rank })
+	if b == len(h.bounds)-1 {
+		return h.bounds[len(h.bounds)-2]
+	}
+	if b == 0 && h.bounds[0] <= 0 {
+		return h.bounds[0]
+	}
+	start, below := 0.0, 0.0
+	if b > 0 {
+		start, below = h.bounds[b-1], h.cum[b-1]
+	}
+	end := h.bounds[b]
+	in := h.cum[b] - below
+	if in == 0 {
+		return end
+	}
+	return start + (end-start)*(rank-below)/in
+}
