@@ -164,7 +164,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	}
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
 	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
-	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (ipvs and iptables blocks and files) with what the replay produced")
+	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (each mode's blocks and files: ipvs, iptables, nftables) with what the replay produced")
 	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
 	replay.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
 	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
