@@ -2,7 +2,9 @@ package scenarios
 
 import (
 	"fmt"
+	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,22 +29,9 @@ type programmingExpect struct {
 	ProgrammingLatency *ProgrammingLatencyExpect `yaml:"programmingLatency"`
 }
 
-// programmingBuckets are the histogram's upper bounds in seconds (kubernetes
-// pkg/proxy/metrics NetworkProgrammingLatency: component-base MergeBuckets
-// of 0, 0.25, 0.5, 1..59 by 1, 60..115 by 5, 120..300 by 30), then +Inf.
-var programmingBuckets = func() []float64 {
-	b := []float64{0, 0.25, 0.5}
-	for s := 1; s <= 59; s++ {
-		b = append(b, float64(s))
-	}
-	for s := 60; s <= 115; s += 5 {
-		b = append(b, float64(s))
-	}
-	for s := 120; s <= 300; s += 30 {
-		b = append(b, float64(s))
-	}
-	return append(b, math.Inf(1))
-}()
+// programmingBuckets are network_programming_duration_seconds' upper
+// bounds (kpmetrics.ProgrammingBuckets, the metric's own), then +Inf.
+var programmingBuckets = append(slices.Clone(kpmetrics.ProgrammingBuckets), math.Inf(1))
 
 func (e *programmingExpect) Validate(v *Validator) {
 	p := e.ProgrammingLatency
@@ -136,29 +125,13 @@ func histogramQuantile(q float64, vals []float64) (float64, bool) {
 	if len(vals) == 0 {
 		return 0, false
 	}
-	counts := make([]float64, len(programmingBuckets))
+	h := histogram{bounds: programmingBuckets, cum: make([]float64, len(programmingBuckets)), count: uint64(len(vals))}
 	for _, v := range vals {
 		// An observation equal to a bound belongs to it (le).
-		i := sort.SearchFloat64s(programmingBuckets, v)
-		counts[i]++
+		h.cum[sort.SearchFloat64s(programmingBuckets, v)]++
 	}
-	for i := 1; i < len(counts); i++ {
-		counts[i] += counts[i-1]
+	for i := 1; i < len(h.cum); i++ {
+		h.cum[i] += h.cum[i-1]
 	}
-	total := counts[len(counts)-1]
-	rank := q * total
-	b := sort.Search(len(counts), func(i int) bool { return counts[i] >= rank })
-	if b == len(programmingBuckets)-1 {
-		return programmingBuckets[len(programmingBuckets)-2], true
-	}
-	if b == 0 && programmingBuckets[0] <= 0 {
-		return programmingBuckets[0], true
-	}
-	start, end := 0.0, programmingBuckets[b]
-	below := 0.0
-	if b > 0 {
-		start, below = programmingBuckets[b-1], counts[b-1]
-	}
-	in := counts[b] - below
-	return start + (end-start)*(rank-below)/in, true
+	return h.quantile(q), true
 }

@@ -105,6 +105,34 @@ func (c *KubeProxyConfig) SyncPeriods(p *Proxy, section string, sync, minSync me
 	c.SetDuration("minSyncPeriod", &p.MinSyncPeriod, minSync, section+".minSyncPeriod")
 }
 
+// ClusterCIDRDetector maps the ClusterCIDR local-traffic detector
+// (detectLocalMode ClusterCIDR with clusterCIDR) onto dst, the one detector
+// the iptables and nftables modes model: the first IPv4 CIDR of the
+// comma-separated list; any other is a warning naming mode. Another
+// detectLocalMode is left unused, so it is listed as not modelled.
+func (c *KubeProxyConfig) ClusterCIDRDetector(mode string, dst *string) {
+	if c.Config.DetectLocalMode != "ClusterCIDR" {
+		return
+	}
+	c.Use("detectLocalMode")
+	if c.Config.ClusterCIDR == "" {
+		return
+	}
+	c.Use("clusterCIDR")
+	var v4 string
+	for _, s := range strings.Split(c.Config.ClusterCIDR, ",") {
+		s = strings.TrimSpace(s)
+		if ip, _, err := net.ParseCIDR(s); err == nil && ip.To4() != nil && v4 == "" {
+			v4 = s
+		} else {
+			c.Warnf("clusterCIDR", "%s is not modelled (the %s mode models IPv4 only): ignored", s, mode)
+		}
+	}
+	if v4 != "" {
+		SetFromConfig(c, "clusterCIDR", dst, v4, "clusterCIDR")
+	}
+}
+
 // Errorf reports a problem with a field's value, at its place in the file.
 func (c *KubeProxyConfig) Errorf(field, format string, args ...any) {
 	n := valueAt(c.root, field)

@@ -1,9 +1,6 @@
 package nftablesmode
 
 import (
-	"net"
-	"strings"
-
 	"github.com/proxysim/proxysim/scenarios"
 )
 
@@ -28,26 +25,7 @@ func (Mode) FromKubeProxyConfig(c *scenarios.KubeProxyConfig, p *scenarios.Proxy
 		}
 		scenarios.SetFromConfig(c, "nodePortAddresses", &set.NodePortAddresses, "primary", "nodePortAddresses")
 	}
-	if c.Config.DetectLocalMode != "ClusterCIDR" {
-		return // listed as not modelled
-	}
-	c.Use("detectLocalMode")
-	if c.Config.ClusterCIDR == "" {
-		return
-	}
-	c.Use("clusterCIDR")
-	var v4 string
-	for _, s := range strings.Split(c.Config.ClusterCIDR, ",") {
-		s = strings.TrimSpace(s)
-		if ip, _, err := net.ParseCIDR(s); err == nil && ip.To4() != nil && v4 == "" {
-			v4 = s
-		} else {
-			c.Warnf("clusterCIDR", "%s is not modelled (the nftables mode models IPv4 only): ignored", s)
-		}
-	}
-	if v4 != "" {
-		scenarios.SetFromConfig(c, "clusterCIDR", &set.ClusterCIDR, v4, "clusterCIDR")
-	}
+	c.ClusterCIDRDetector(Name, &set.ClusterCIDR)
 }
 
 // SnapshotKey is the golden a scenario from `proxysim import` fills in.

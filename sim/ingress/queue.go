@@ -38,9 +38,9 @@ func (r *ring) drain() []event {
 }
 
 // stamp orders the instants the queue compares: virtual time, then the
-// order things happened in at that time. The real queue takes
-// time.Now().UnixNano(); in virtual time many things share an instant, and
-// seq keeps "before" and "after" as they happened.
+// order things happened in at that time. The real queue stamps events
+// with the wall clock in nanoseconds; in virtual time many things share an
+// instant, and seq keeps "before" and "after" as they happened.
 type stamp struct {
 	t   time.Duration
 	seq uint64
