@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/knftables"
 
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/route"
 	"github.com/proxysim/proxysim/sim/runner"
@@ -44,6 +46,23 @@ type ProxyEnv struct {
 	// NFTables is a knftables.Fake (mode nftables), bound to the table
 	// "kube-proxy" of family ip.
 	NFTables knftables.Interface
+	// IPVS is the fake kernel's IPVS (mode ipvs): the IPVS handle, the
+	// dummy device's addresses and the sysctls.
+	IPVS ipvs.Dataplane
+	// IPTables is the in-memory iptables (mode iptables): whole-payload
+	// iptables-restore, iptables-save, and ensuring a chain or a rule.
+	IPTables IPTables
+}
+
+// IPTables is the iptables of mode iptables as a proxy programs it
+// (sim/iptables.Dataplane's methods): iptables-restore --noflush of a
+// whole payload (all of it applies, or none and an error), iptables-save
+// of one table, and creating a chain or prepending a rule unless present.
+type IPTables interface {
+	Restore(payload string) error
+	Save(table string) (string, error)
+	EnsureChain(table, chain string) error
+	EnsureRule(table, chain, rule string) error
 }
 
 // ProxyFunc runs a proxy under test until ctx is cancelled, then returns
@@ -54,8 +73,17 @@ type ProxyEnv struct {
 type ProxyFunc func(ctx context.Context, env ProxyEnv) error
 
 // OwnProxyMode is implemented by a mode that can host a proxy under test.
+// OwnDataplane builds the proxy's dataplane for one replay, on the
+// world's clock (which the bubble's drives).
 type OwnProxyMode interface {
-	OwnDataplane(s *Scenario) (OwnDataplane, error)
+	OwnDataplane(s *Scenario, clk clock.PassiveClock) (OwnDataplane, error)
+}
+
+// ModelTracer is implemented by a mode whose own dataplane (Mode.Fake) is
+// traced otherwise than through RouteTracer: it gives the comparison a
+// tracer over it.
+type ModelTracer interface {
+	TraceModel(d Dataplane) RouteTracer
 }
 
 // RouteTracer traces a connection through a dataplane as it is now.
@@ -211,6 +239,7 @@ type bubble struct {
 	r      *replayer
 	od     OwnDataplane
 	model  Dataplane // nil without Compare
+	mode   Mode
 	start  time.Time // the bubble instant of the world's time 0
 	checks map[*Expect][]Expectation
 	acts   map[*Step][]Action
@@ -226,8 +255,9 @@ func (b *bubble) now() time.Duration { return time.Since(b.start) }
 
 func replayInBubble(s *Scenario, mode Mode, om OwnProxyMode, p ProxyFunc, opts BubbleOptions) (*BubbleResult, error) {
 	res := &BubbleResult{Scenario: s}
-	b := &bubble{writes: make(chan struct{}, 1)}
-	od, err := om.OwnDataplane(s)
+	b := &bubble{writes: make(chan struct{}, 1), mode: mode}
+	clk := vclock.New(vclock.Epoch)
+	od, err := om.OwnDataplane(s, clk)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +267,6 @@ func replayInBubble(s *Scenario, mode Mode, om OwnProxyMode, p ProxyFunc, opts B
 	}
 	b.od = od
 	res.Env = od.Name()
-	clk := vclock.New(vclock.Epoch)
 	if opts.Compare != "" {
 		if b.model, err = mode.Fake(s, clk); err != nil {
 			return nil, err

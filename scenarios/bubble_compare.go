@@ -154,19 +154,50 @@ func (c *comparer) refreshProbes() {
 	}
 }
 
+// probeList is what is compared: the probes, or the snapshot.
+func (c *comparer) probeList() []probe {
+	if c.bySnapshots() {
+		return []probe{{name: snapshotProbe}}
+	}
+	return c.probes
+}
+
 func (c *comparer) tracers() [2]RouteTracer {
 	m, _ := c.b.model.(RouteTracer)
+	if mt, ok := c.b.mode.(ModelTracer); ok {
+		m = mt.TraceModel(c.b.model)
+	}
 	return [2]RouteTracer{c.b.od, m}
+}
+
+// snapshotProbe names the whole dataplane's snapshot, compared instead of
+// routes for a mode without a tracer (see OwnDataplane.CompareSnapshots).
+const snapshotProbe = "dataplane table"
+
+// bySnapshots reports whether the comparison is of snapshots.
+func (c *comparer) bySnapshots() bool {
+	cs, ok := c.b.od.(interface{ CompareSnapshots() bool })
+	return ok && cs.CompareSnapshots()
 }
 
 // observe traces every probe through both dataplanes now and records what
 // changed.
 func (c *comparer) observe() {
 	now := c.b.now()
+	snap := c.bySnapshots()
 	for i, tr := range c.tracers() {
 		cur := map[string]string{}
-		for _, p := range c.probes {
-			cur[p.name] = traceString(tr, p.pkt)
+		if snap {
+			dp := []Dataplane{c.b.od, c.b.model}[i]
+			text, err := dp.Snapshot()
+			if err != nil {
+				text = "error: " + err.Error()
+			}
+			cur[snapshotProbe] = normalize(text)
+		} else {
+			for _, p := range c.probes {
+				cur[p.name] = traceString(tr, p.pkt)
+			}
 		}
 		h := c.hist[i]
 		if n := len(h); n > 0 && sameShares(h[n-1].shares, cur) {
@@ -217,7 +248,7 @@ func (c *comparer) afterStep(i int) {
 	h0, h1 := c.hist[0], c.hist[1]
 	if len(h0) > 0 && len(h1) > 0 {
 		a, m := h0[len(h0)-1].shares, h1[len(h1)-1].shares
-		for _, p := range c.probes {
+		for _, p := range c.probeList() {
 			if a[p.name] != m[p.name] {
 				sc.Routes = append(sc.Routes, RouteDiff{Probe: p.name, Proxy: a[p.name], KubeProxy: m[p.name]})
 			}
@@ -241,7 +272,7 @@ func (c *comparer) end() {
 			next = tl[i+1].At.D()
 		}
 		from := c.before[i]
-		for _, p := range c.probes {
+		for _, p := range c.probeList() {
 			var seen [2]*time.Duration
 			for d := 0; d < 2; d++ {
 				seen[d] = c.firstChange(d, from[d], p.name, sc.At, next)
@@ -323,6 +354,10 @@ func (r *BubbleResult) Report() string {
 		for _, sc := range c.Steps {
 			fmt.Fprintf(&b, "  %s:%d:%d: %s at %v:\n", s.File, sc.Pos.Line, sc.Pos.Column, sc.Pos.Path, sc.At)
 			for _, d := range sc.Routes {
+				if d.Probe == snapshotProbe {
+					fmt.Fprintf(&b, "    %s: proxy:%s\n    kube-proxy:%s\n", d.Probe, indentTable(d.Proxy), indentTable(d.KubeProxy))
+					continue
+				}
 				fmt.Fprintf(&b, "    route %s: proxy %s, kube-proxy %s\n", d.Probe, d.Proxy, d.KubeProxy)
 			}
 			for _, d := range sc.Latency {

@@ -1,6 +1,8 @@
 package nftablesmode
 
 import (
+	"k8s.io/utils/clock"
+
 	"context"
 	"fmt"
 
@@ -18,7 +20,7 @@ import (
 // `fault: {transactionFailures: N}` fails the proxy's next N
 // transactions), traced by the same tracer as kube-proxy's table and
 // dumped for the same goldens.
-func (Mode) OwnDataplane(s *scenarios.Scenario) (scenarios.OwnDataplane, error) {
+func (Mode) OwnDataplane(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.OwnDataplane, error) {
 	set, ok := s.Proxy.Settings.(*Settings)
 	if !ok {
 		return nil, fmt.Errorf("%s: an nftables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
