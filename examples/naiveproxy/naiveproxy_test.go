@@ -142,3 +142,27 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// Without rate limiting the example proxy programs the second of two quick
+// updates at once; kube-proxy waits out its minSyncPeriod. The scenario
+// passes (the routes end up the same), and the comparison says by how much
+// the example proxy was sooner.
+func TestQuickUpdatesShowTheLatencyDifference(t *testing.T) {
+	s := load(t, "testdata/quick-updates.yaml")
+	res, err := scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := res.Report()
+	if !res.Passed() {
+		t.Fatalf("want a pass:\n%s", report)
+	}
+	t.Logf("\n%s", report)
+	want := "programming TCP 10.96.0.10:80 from 10.244.9.9: proxy +0s, kube-proxy +700ms (proxy 700ms sooner)"
+	if !strings.Contains(report, want) {
+		t.Errorf("the report lacks %q:\n%s", want, report)
+	}
+	if c := res.Compare; c == nil || len(c.Steps) != 1 || c.Steps[0].Step != 1 || len(c.Steps[0].Routes) != 1 {
+		t.Errorf("want one step that differs (timeline[1], the route right after it):\n%s", report)
+	}
+}
