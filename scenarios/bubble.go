@@ -331,8 +331,8 @@ func replayInBubble(s *Scenario, mode Mode, om OwnProxyMode, p ProxyFunc, opts B
 	}
 	if b.cmp != nil {
 		b.cmp.refreshProbes()
-		b.cmp.observe()
 	}
+	b.settle()
 	runErr := b.run()
 	if err := stop(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("%s: the proxy under test: %w", s.File, err)
@@ -471,16 +471,19 @@ func (b *bubble) runUntil(t time.Duration) error {
 	}
 }
 
-// settle waits until every goroutine of the bubble is blocked (the proxy
-// has done what the instant's events made it do), brings the world's
-// clock to the bubble's, and records what both dataplanes now route.
+// settle brings the world's clock to the bubble's, waits until every
+// goroutine of the bubble is blocked (the proxy has done what the
+// instant's events made it do), and records what both dataplanes now
+// route. Nothing in the bubble runs while it records.
 func (b *bubble) settle() {
+	// The world first: what its timers due now write, the proxy hears
+	// before the bubble settles.
+	b.r.w.RunUntil(b.now())
 	synctest.Wait()
 	select {
 	case <-b.writes:
 	default:
 	}
-	b.r.w.RunUntil(b.now())
 	b.r.dataplaneAt = b.proxyWrites()
 	if b.cmp != nil {
 		b.cmp.observe()
