@@ -2,6 +2,8 @@ package naiveproxy_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -164,5 +166,55 @@ func TestQuickUpdatesShowTheLatencyDifference(t *testing.T) {
 	}
 	if c := res.Compare; c == nil || len(c.Steps) != 1 || c.Steps[0].Step != 1 || len(c.Steps[0].Routes) != 1 {
 		t.Errorf("want one step that differs (timeline[1], the route right after it):\n%s", report)
+	}
+}
+
+// With Update, the goldens are rewritten with what the proxy under test
+// programmed; the next replay checks against them.
+func TestUpdateWritesTheProxysGolden(t *testing.T) {
+	dir := t.TempDir()
+	scenario := `name: naive-golden
+proxy: {mode: nftables, version: v1.36.0, nodeIPs: [192.168.0.2]}
+objects:
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: web, namespace: default}
+    spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80, protocol: TCP}]}
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: {name: web-abc, namespace: default, labels: {kubernetes.io/service-name: web}}
+    addressType: IPv4
+    ports: [{name: http, port: 8080, protocol: TCP}]
+    endpoints: [{addresses: [10.244.1.2]}]
+timeline:
+  - at: 1s
+    expect: {nftablesFile: naive.nft}
+`
+	file := filepath.Join(dir, "golden.yaml")
+	if err := os.WriteFile(file, []byte(scenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := scenarios.ReplayInBubble(t, load(t, file), run, scenarios.BubbleOptions{Update: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Updated) != 1 || !strings.HasSuffix(res.Updated[0], "naive.nft") {
+		t.Fatalf("updated %v, want naive.nft", res.Updated)
+	}
+	golden, err := os.ReadFile(filepath.Join(dir, "naive.nft"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`comment "naiveproxy"`, "ip daddr 10.96.0.10 meta l4proto tcp th dport 80 dnat ip addr . port to numgen random mod 1 map { 0 : 10.244.1.2 . 8080 }"} {
+		if !strings.Contains(string(golden), want) {
+			t.Errorf("the golden lacks %q:\n%s", want, golden)
+		}
+	}
+	res, err = scenarios.ReplayInBubble(t, load(t, file), run, scenarios.BubbleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed() || res.Checks != 1 {
+		t.Fatalf("want the new golden to hold:\n%s", res.Report())
 	}
 }
