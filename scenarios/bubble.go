@@ -43,6 +43,9 @@ type ProxyEnv struct {
 	Client kubernetes.Interface
 	// NodeName is proxy.nodeName (default node-a).
 	NodeName string
+	// Proxy is the scenario's proxy mapping (minSyncPeriod, syncPeriod,
+	// the mode's Settings, ...), for a proxy that takes the same knobs.
+	Proxy Proxy
 	// NFTables is a knftables.Fake (mode nftables), bound to the table
 	// "kube-proxy" of family ip.
 	NFTables knftables.Interface
@@ -320,7 +323,7 @@ func replayInBubble(s *Scenario, mode Mode, om OwnProxyMode, p ProxyFunc, opts B
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("%s: starting proxysim's proxy: %w", s.File, err)
 	}
-	env := ProxyEnv{Client: w.Clientset(), NodeName: w.Config().NodeName}
+	env := ProxyEnv{Client: w.Clientset(), NodeName: w.Config().NodeName, Proxy: s.Proxy}
 	od.Attach(&env, b.wrote)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -589,6 +592,10 @@ func planBubble(s *Scenario, modeKeys []string, opts BubbleOptions) (map[*Expect
 			}
 		}
 	}
+	sort.SliceStable(skipped, func(i, j int) bool {
+		a, b := skipped[i].Pos, skipped[j].Pos
+		return a.Line < b.Line || a.Line == b.Line && a.Column < b.Column
+	})
 	if len(skipped) > 0 && !opts.SkipUnsupported {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s: a proxy under test cannot be checked for:", s.File)
@@ -598,7 +605,6 @@ func planBubble(s *Scenario, modeKeys []string, opts BubbleOptions) (map[*Expect
 		b.WriteString("\n(BubbleOptions.SkipUnsupported skips these)")
 		return nil, nil, nil, fmt.Errorf("%s", b.String())
 	}
-	sort.SliceStable(skipped, func(i, j int) bool { return skipped[i].Pos.Line < skipped[j].Pos.Line })
 	return checks, acts, skipped, nil
 }
 

@@ -79,6 +79,17 @@ func TestEngineOnlyExpectationsAreRefused(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
+	// A restart restarts proxysim's proxy, not the proxy under test.
+	s = load(t, "../../scenarios/library/nftables-partial-and-full-syncs.yaml")
+	_, err = scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{})
+	if err == nil {
+		t.Fatal("want an error listing the unsupported steps and expectations")
+	}
+	for _, want := range []string{"nftables-partial-and-full-syncs.yaml:98:14: timeline[6].restart: restarts proxysim's proxy, not the proxy under test", "expect.metrics: kube-proxy's metrics"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
 }
 
 // The divergence: once every endpoint is terminating, kube-proxy falls
