@@ -171,13 +171,21 @@ func (c *comparer) tracers() [2]RouteTracer {
 }
 
 // snapshotProbe names the whole dataplane's snapshot, compared instead of
-// routes for a mode without a tracer (see OwnDataplane.CompareSnapshots).
+// routes for a mode without a tracer (see SnapshotComparer).
 const snapshotProbe = "dataplane table"
+
+// SnapshotComparer is implemented by an OwnDataplane without a tracer:
+// a comparison with kube-proxy compares the two dataplanes' snapshots,
+// each first passed through ComparableSnapshot (which drops what the
+// two cannot share, such as connection counters).
+type SnapshotComparer interface {
+	ComparableSnapshot(snapshot string) string
+}
 
 // bySnapshots reports whether the comparison is of snapshots.
 func (c *comparer) bySnapshots() bool {
-	cs, ok := c.b.od.(interface{ CompareSnapshots() bool })
-	return ok && cs.CompareSnapshots()
+	_, ok := c.b.od.(SnapshotComparer)
+	return ok
 }
 
 // observe traces every probe through both dataplanes now and records what
@@ -193,7 +201,7 @@ func (c *comparer) observe() {
 			if err != nil {
 				text = "error: " + err.Error()
 			}
-			cur[snapshotProbe] = normalize(text)
+			cur[snapshotProbe] = normalize(c.b.od.(SnapshotComparer).ComparableSnapshot(text))
 		} else {
 			for _, p := range c.probes {
 				cur[p.name] = traceString(tr, p.pkt)
