@@ -2,6 +2,7 @@ package naiveproxy_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -227,5 +228,52 @@ timeline:
 	}
 	if !res.Passed() || res.Checks != 1 {
 		t.Fatalf("want the new golden to hold:\n%s", res.Report())
+	}
+}
+
+// The mode's fault reaches the proxy under test: its next transaction
+// fails, and the example proxy, which does not retry, only catches up at
+// its resync, 30s after its caches synced — on the real time package, in
+// virtual time.
+func TestTransactionFailureWaitsForTheResync(t *testing.T) {
+	scenario := `name: naive-fault
+proxy: {mode: nftables, version: v1.36.0, nodeIPs: [192.168.0.2]}
+objects:
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: web, namespace: default}
+    spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80, protocol: TCP}]}
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: {name: web-abc, namespace: default, labels: {kubernetes.io/service-name: web}}
+    addressType: IPv4
+    ports: [{name: http, port: 8080, protocol: TCP}]
+    endpoints: [{addresses: [10.244.1.2]}]
+timeline:
+  - at: 2s
+    fault: {transactionFailures: 1}
+  - at: 3s
+    patch: {kind: EndpointSlice, name: web-abc, endpoint: 10.244.1.2, conditions: {ready: false}}
+    expect:
+      dataplaneOps: {count: 2}
+      route: {from: 10.244.9.9, to: 10.96.0.10:80, shares: {10.244.1.2:8080: 1}}
+  - at: 30.1s
+    expect:
+      dataplaneOps: {count: 1, between: [30.1s, 30.1s]}
+      route: {from: 10.244.9.9, to: 10.96.0.10:80, shares: {ACCEPT: 1}}
+`
+	s, err := scenarios.Parse("fault.yaml", []byte(scenario), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed() || res.Checks != 2 {
+		t.Fatalf("want both checks to pass:\n%s", res.Report())
+	}
+	if got := fmt.Sprint(res.Writes); got != "[100ms 3s 30.1s]" {
+		t.Errorf("writes at %s, want [100ms 3s 30.1s]", got)
 	}
 }
