@@ -93,13 +93,16 @@ type comparer struct {
 	// the model), a new one only when something changed.
 	hist       [2][]snapshot
 	modelWrote bool
-	// before[i] is where each history stood just before step i acted.
-	before map[int][2]int
-	steps  []StepComparison
+	// before[i] is where each history stood just before step i acted, and
+	// beforeVals[i] what it held then (a snapshot of the same instant may
+	// be overwritten by what the step did).
+	before     map[int][2]int
+	beforeVals map[int][2]map[string]string
+	steps      []StepComparison
 }
 
 func newComparer(b *bubble, client kubernetes.Interface) *comparer {
-	c := &comparer{b: b, client: client, known: map[string]bool{}, before: map[int][2]int{}, src: net.ParseIP("10.244.254.254")}
+	c := &comparer{b: b, client: client, known: map[string]bool{}, before: map[int][2]int{}, beforeVals: map[int][2]map[string]string{}, src: net.ParseIP("10.244.254.254")}
 	first := true
 	for i := range b.r.s.Timeline {
 		e := b.r.s.Timeline[i].Expect
@@ -247,6 +250,13 @@ func sameShares(a, b map[string]string) bool {
 func (c *comparer) beforeStep(i int) {
 	c.observe()
 	c.before[i] = [2]int{len(c.hist[0]) - 1, len(c.hist[1]) - 1}
+	var vals [2]map[string]string
+	for d, h := range c.hist {
+		if len(h) > 0 {
+			vals[d] = h[len(h)-1].shares
+		}
+	}
+	c.beforeVals[i] = vals
 }
 
 // afterStep compares the routes of both dataplanes right after step i.
@@ -283,7 +293,7 @@ func (c *comparer) end() {
 		for _, p := range c.probeList() {
 			var seen [2]*time.Duration
 			for d := 0; d < 2; d++ {
-				seen[d] = c.firstChange(d, from[d], p.name, sc.At, next)
+				seen[d] = c.firstChange(d, from[d], c.beforeVals[i][d][p.name], p.name, sc.At, next)
 			}
 			if !sameInstant(seen[0], seen[1]) {
 				sc.Latency = append(sc.Latency, LatencyDiff{Probe: p.name, Proxy: seen[0], KubeProxy: seen[1]})
@@ -293,15 +303,14 @@ func (c *comparer) end() {
 }
 
 // firstChange is when probe's shares in dataplane d first differed from
-// what they were at snapshot from, after at and before next; nil if they
-// did not.
-func (c *comparer) firstChange(d, from int, name string, at, next time.Duration) *time.Duration {
+// was (what they were before the step), at or after at and before next,
+// searching from snapshot from on; nil if they did not.
+func (c *comparer) firstChange(d, from int, was, name string, at, next time.Duration) *time.Duration {
 	h := c.hist[d]
-	was := ""
-	if from >= 0 && from < len(h) {
-		was = h[from].shares[name]
-	}
-	for j := from + 1; j < len(h); j++ {
+	for j := max(from, 0); j < len(h); j++ {
+		if h[j].at < at {
+			continue
+		}
 		if h[j].at >= next {
 			break
 		}
