@@ -36,6 +36,12 @@ type Options struct {
 	// MetricsAt, if set, is the virtual instant (from the proxy's start) at
 	// which Result.Metrics is taken, instead of the end of the replay.
 	MetricsAt *time.Duration
+	// Follow, if set, is called with every trace event as it is recorded
+	// (those of the proxy's start first), on the replay's goroutine, with
+	// the replay's dataplane: a tool that reads the dataplane as the
+	// replay goes (the report page snapshots it after each run) needs no
+	// trace kept in memory.
+	Follow func(e trace.Event, dp Dataplane)
 }
 
 // Failure is one expectation that did not hold.
@@ -197,8 +203,14 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	for _, e := range w.Trace.Events() {
 		countOp(e)
+		if opts.Follow != nil {
+			opts.Follow(e, dp)
+		}
 	}
 	w.Trace.Observe(countOp)
+	if opts.Follow != nil {
+		w.Trace.Observe(func(e trace.Event) { opts.Follow(e, dp) })
+	}
 	if opts.TraceKeep > 0 {
 		w.Trace.Keep(opts.TraceKeep)
 	}
