@@ -276,7 +276,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	vmCmd.Flags().StringVar(&cpu, "cpu", "max", "QEMU CPU model")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps (otherwise skipped with a warning)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict))
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict), newReport(stdout, ld))
 	return root
 }
 
