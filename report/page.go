@@ -93,8 +93,8 @@ type laneData struct {
 	H     []int   `json:"h,omitempty"` // thinned lanes: exact counts per bucket
 }
 
-// snapData: the snapshots kept, in time order (T as differences); I
-// indexes Texts, W indexes Whys, R is the run each follows (0 none).
+// snapData: the snapshots kept, in time order; I indexes Texts, W indexes
+// Whys, R is the run each follows (0 none); T and R as differences.
 type snapData struct {
 	Texts []string `json:"texts"`
 	Whys  []string `json:"whys"`
@@ -152,13 +152,13 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 		}
 		d.Lanes = append(d.Lanes, ld)
 	}
-	snaps, texts, snapNote := thinSnapshots(t, cfg.MaxSnapshotBytes)
+	snaps, texts, snapNote := thinSnapshots(t, cfg.MaxSnapshotBytes, max(2, cfg.MaxMarks/4))
 	if snapNote != "" {
 		d.Notes = append(d.Notes, snapNote)
 	}
 	d.Snaps = snapData{Texts: texts, Total: len(t.Snapshots)}
 	whys := map[string]int{}
-	prevAt := int64(0)
+	prevAt, prevRun := int64(0), 0
 	for _, s := range snaps {
 		w, ok := whys[s.Why]
 		if !ok {
@@ -171,7 +171,8 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 		prevAt = at
 		d.Snaps.I = append(d.Snaps.I, s.Text)
 		d.Snaps.W = append(d.Snaps.W, w)
-		d.Snaps.R = append(d.Snaps.R, s.Run)
+		d.Snaps.R = append(d.Snaps.R, s.Run-prevRun)
+		prevRun = s.Run
 	}
 	for _, f := range t.Failures {
 		d.Failures = append(d.Failures, failureData{At: int64(f.At / unit), Where: f.Where, Expected: f.Expected, Got: f.Got, Diff: f.Diff})
@@ -372,11 +373,16 @@ func timeUnit(t *Timeline, lanes []*pageLane) time.Duration {
 	return time.Nanosecond
 }
 
-// thinSnapshots keeps every snapshot if their distinct texts fit in max
-// bytes, else every k-th (the first and last always), with k the smallest
-// that fits; texts are renumbered to those kept.
-func thinSnapshots(t *Timeline, maxBytes int) ([]Snapshot, []string, string) {
-	for step := 1; ; step *= 2 {
+// thinSnapshots keeps every snapshot if there are at most maxCount and
+// their distinct texts fit in maxBytes, else every k-th (the first and
+// last always), with k the smallest power of two that fits; texts are
+// renumbered to those kept.
+func thinSnapshots(t *Timeline, maxBytes, maxCount int) ([]Snapshot, []string, string) {
+	step := 1
+	for len(t.Snapshots)/step > maxCount {
+		step *= 2
+	}
+	for ; ; step *= 2 {
 		var kept []Snapshot
 		for i, s := range t.Snapshots {
 			if i%step == 0 || i == len(t.Snapshots)-1 {
@@ -399,7 +405,7 @@ func thinSnapshots(t *Timeline, maxBytes int) ([]Snapshot, []string, string) {
 		if size <= maxBytes || len(kept) <= 2 {
 			note := ""
 			if step > 1 {
-				note = fmt.Sprintf("dataplane snapshots: %d of %d kept (every %d%s) to keep the page under %d MiB of them", len(kept), len(t.Snapshots), step, ordinal(step), maxBytes>>20)
+				note = fmt.Sprintf("dataplane snapshots: %d of %d kept (every %d%s), within the page's budget (%d snapshots, %d MiB of text)", len(kept), len(t.Snapshots), step, ordinal(step), maxCount, maxBytes>>20)
 			}
 			return kept, texts, note
 		}

@@ -36,7 +36,12 @@
     let acc = 0;
     for (const d of data.snaps.t || []) snapT.push((acc += d));
   }
-  const snapWhy = (k) => data.snaps.whys[data.snaps.w[k]] + (data.snaps.r[k] ? " " + data.snaps.r[k] : "");
+  const snapRun = [];
+  {
+    let run = 0;
+    for (const d of data.snaps.r || []) snapRun.push((run += d));
+  }
+  const snapWhy = (k) => data.snaps.whys[data.snaps.w[k]] + (snapRun[k] ? " " + snapRun[k] : "");
 
   let v0 = 0, v1 = end, cursor = null, frame = 0;
 

@@ -204,9 +204,8 @@ func writeColumns(b *bytes.Buffer, l *pageLane, end time.Duration, top float64, 
 		}
 		hh := columnHeight(k, most)
 		from := time.Duration(float64(end) * float64(c) / float64(n))
-		to := time.Duration(float64(end) * float64(c+1) / float64(n))
-		fmt.Fprintf(b, "<rect class=\"agg k-%s\" x=\"%s\" y=\"%s\" width=\"%d\" height=\"%s\"><title>%d events, %v to %v</title></rect>",
-			l.Kind, px(x(from)), px(top+float64(laneH)-3-hh), colW, px(hh), k, from.Round(time.Millisecond), to.Round(time.Millisecond))
+		fmt.Fprintf(b, "<rect class=\"agg k-%s\" data-count=\"%d\" x=\"%s\" y=\"%s\" width=\"%d\" height=\"%s\"/>",
+			l.Kind, k, px(x(from)), px(top+float64(laneH)-3-hh), colW, px(hh))
 	}
 }
 
