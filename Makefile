@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host e2e-browser ci
 
 all: vet test
 
@@ -71,6 +71,13 @@ e2e-host:
 	@[ "$$(id -u)" = 0 ] || { echo "make e2e-host needs root"; exit 1; }
 	bash netns/hostdeps.sh
 	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
+
+## e2e-browser: `proxysim report` pages in headless Chromium from Debian's
+## archive (installs it; fails, never skips, without it); the pages and
+## screenshots are kept in artifacts/
+e2e-browser:
+	bash report/browserdeps.sh
+	PROXYSIM_BROWSER_REQUIRED=1 $(GO) test -count=1 -v -run 'Chromium|Screenshot' ./report
 
 ## upstream: the trackers and the iptables proxier side by side with
 ## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES

@@ -8,7 +8,7 @@
   const svg = document.getElementById("tl");
   const box = document.getElementById("timeline");
   const tip = document.getElementById("tip");
-  const LABEL_W = +svg.dataset.labelW, LANE_H = +svg.dataset.laneH, AXIS_H = +svg.dataset.axisH, COL_W = +svg.dataset.colW, PAD = +svg.dataset.pad;
+  const LABEL_W = +svg.dataset.labelW, LANE_H = +svg.dataset.laneH, AXIS_H = +svg.dataset.axisH, COL_W = +svg.dataset.colW, PAD = +svg.dataset.pad, RIGHT = +svg.dataset.right;
   const HIST = 4096; // report.HistBuckets
   const unit = data.unit, end = Math.max(data.end, 1);
   const labelFail = data.labels.map((l) => /(^| )fail( |$)/.test(l[0]));
@@ -97,13 +97,13 @@
   const f1 = (x) => x.toFixed(1);
 
   function plotWidth() {
-    return Math.max(200, box.clientWidth - LABEL_W - 2 * PAD - 2);
+    return Math.max(200, box.clientWidth - LABEL_W - 2 * PAD - RIGHT);
   }
 
   function render() {
     frame = 0;
     const W = plotWidth(), span = v1 - v0;
-    const width = LABEL_W + W + 2 * PAD + 2, height = AXIS_H + lanes.length * LANE_H + 4;
+    const width = LABEL_W + W + 2 * PAD + RIGHT, height = AXIS_H + lanes.length * LANE_H + 4;
     const X = (t) => LABEL_W + PAD + (t - v0) / span * W;
     const ncols = Math.max(1, Math.floor(W / COL_W));
     let s = `<defs><clipPath id="plotclip"><rect id="cliprect" x="${LABEL_W}" y="0" width="${W + 2 * PAD}" height="${height}"/></clipPath></defs>`;
@@ -362,8 +362,33 @@
     });
   }
 
-  // Start where the story went wrong, else at the end.
-  showSnapshot(data.failures && data.failures.length ? data.failures[0].at : end);
+  // parseDur reads Go's duration text ("1m30s", "1.5s", "250ms") as units.
+  function parseDur(s) {
+    const scale = { ns: 1, us: 1e3, "µs": 1e3, ms: 1e6, s: 1e9, m: 60e9, h: 3600e9 };
+    if (!s) return null;
+    let ns = 0, rest = s;
+    const re = /^(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)/;
+    while (rest) {
+      const m = re.exec(rest);
+      if (!m) return null;
+      ns += parseFloat(m[1]) * scale[m[2]];
+      rest = rest.slice(m[0].length);
+    }
+    return ns / unit;
+  }
+
+  // Start where the story went wrong, else at the end; a link may say
+  // otherwise: page.html#from=1s&to=1.3s&at=1.15s.
+  let start = data.failures && data.failures.length ? data.failures[0].at : end;
+  const want = new URLSearchParams(location.hash.slice(1));
+  const from = parseDur(want.get("from") || ""), to = parseDur(want.get("to") || ""), at = parseDur(want.get("at") || "");
+  if (from !== null && to !== null && to > from) {
+    setView(from, to);
+  }
+  if (at !== null) start = Math.min(end, Math.max(0, at));
+  showSnapshot(start);
+  const t0 = performance.now();
   render();
+  document.body.dataset.renderMs = (performance.now() - t0).toFixed(1);
   document.body.dataset.drawn = "js";
 })();

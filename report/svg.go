@@ -17,8 +17,9 @@ const (
 	plotW  = 1000 // the static view's plot width
 	laneH  = 22
 	axisH  = 28
-	colW   = 2 // an aggregated column, in pixels
-	pad    = 8 // room either side of the plot, so marks at its ends show whole
+	colW   = 2  // an aggregated column, in pixels
+	pad    = 8  // room either side of the plot, so marks at its ends show whole
+	right  = 24 // room for the last tick's label
 )
 
 // tickSteps are the axis's candidate spacings, in nanoseconds.
@@ -58,10 +59,10 @@ func writeSVG(b *bytes.Buffer, t *Timeline, lanes []*pageLane) {
 		end = time.Second
 	}
 	h := axisH + len(lanes)*laneH + 4
-	w := labelW + plotW + 2*pad + 2
+	w := labelW + plotW + 2*pad + right
 	x := func(at time.Duration) float64 { return labelW + pad + float64(at)/float64(end)*plotW }
-	fmt.Fprintf(b, "<svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" data-label-w=\"%d\" data-lane-h=\"%d\" data-axis-h=\"%d\" data-col-w=\"%d\" data-pad=\"%d\">\n",
-		w, h, w, h, labelW, laneH, axisH, colW, pad)
+	fmt.Fprintf(b, "<svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" data-label-w=\"%d\" data-lane-h=\"%d\" data-axis-h=\"%d\" data-col-w=\"%d\" data-pad=\"%d\" data-right=\"%d\">\n",
+		w, h, w, h, labelW, laneH, axisH, colW, pad, right)
 	b.WriteString("<defs><clipPath id=\"plotclip\"><rect id=\"cliprect\" x=\"" + strconv.Itoa(labelW) + "\" y=\"0\" width=\"" + strconv.Itoa(plotW+2*pad) + "\" height=\"" + strconv.Itoa(h) + "\"/></clipPath></defs>\n")
 
 	// Lanes: background and names.
