@@ -61,7 +61,7 @@ const (
 	KindRuns        = "runs"
 	KindDataplane   = "dataplane"
 	KindNotes       = "notes"
-	KindOther       = "other"
+	KindOther       = "events" // a plug-in's own kind
 )
 
 var kindOrder = map[string]int{
