@@ -12,8 +12,10 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/controllers"
+	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
 
 // failing is a scenario whose expectations fail on purpose: three flips,
@@ -404,5 +406,34 @@ func TestThinKeepsFailuresAndSmallLanes(t *testing.T) {
 	}
 	if failsKept != 11 || len(lanes[1].marks) > 100+11 || len(notes) != 1 {
 		t.Errorf("kept %d marks, %d of 11 failures, notes %q", len(lanes[1].marks), failsKept, notes)
+	}
+}
+
+// Every bundled scenario makes a page: lanes, a run bar at least (every
+// scenario syncs), and data the script can read.
+func TestEveryLibraryScenarioMakesAPage(t *testing.T) {
+	for _, name := range scenarios.LibraryNames() {
+		s := load(t, name)
+		tl, res, err := Replay(s, scenarios.Options{})
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var b bytes.Buffer
+		if err := Write(&b, tl, Config{}); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		d := parse(t, b.Bytes())
+		p := d.data(t)
+		if len(d.laneNames()) != len(p.Lanes) || len(p.Lanes) < 3 || p.Passed != res.Passed() {
+			t.Errorf("%s: %d lanes drawn, %d in the data", name, len(d.laneNames()), len(p.Lanes))
+		}
+		if res.Passed() && len(d.all("", "m", "check", "pass"))+len(d.all("rect", "agg", "k-checks")) == 0 && res.Checks > 0 {
+			t.Errorf("%s: %d checks, none drawn", name, res.Checks)
+		}
+		if len(res.Runs) > 0 && len(d.all("rect", "bar"))+len(d.all("rect", "agg", "k-runs")) == 0 {
+			t.Errorf("%s: %d runs, none drawn", name, len(res.Runs))
+		}
 	}
 }
