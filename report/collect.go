@@ -174,9 +174,11 @@ func (c *Collector) Follow(e trace.Event, dp scenarios.Dataplane) {
 		c.add("proxy", KindDeferrals, at, dur, 0, "defer", text)
 	case trace.Start:
 		l := c.lane("proxy", KindRuns)
+		c.closeOpenRun()
 		c.runMark, c.runWhy, c.dirty = len(l.Marks), e.Why, false
 		c.runsSeen++
-		l.Marks = append(l.Marks, Mark{At: at, Dur: -1, Run: e.Run, Label: c.label("run open", "run ("+e.Why+"), did not end")})
+		// Labelled at its end (or by closeOpenRun).
+		l.Marks = append(l.Marks, Mark{At: at, Dur: -1, Run: e.Run, Label: -1})
 	case trace.End:
 		l := c.lane("proxy", KindRuns)
 		if c.runMark >= 0 {
@@ -217,6 +219,17 @@ func (c *Collector) Follow(e trace.Event, dp scenarios.Dataplane) {
 		// A plug-in's own kind (the ingress controller's "ingress").
 		c.add(e.Kind, KindOther, at, -1, 0, "other", fields(e))
 	}
+}
+
+// closeOpenRun labels a run that never ended (a new one started, or the
+// replay ended); it is drawn to the end of the replay.
+func (c *Collector) closeOpenRun() {
+	if c.runMark < 0 {
+		return
+	}
+	l := c.lane("proxy", KindRuns)
+	l.Marks[c.runMark].Label = c.label("run open", "run ("+c.runWhy+"), did not end")
+	c.runMark = -1
 }
 
 // changed notes a change of the dataplane: inside a run it is read at the
@@ -316,6 +329,7 @@ func (c *Collector) Finish(res *scenarios.Result) *Timeline {
 		t.Mode = m.Name()
 	}
 	t.End = max(s.Length(), c.lastEvent)
+	c.closeOpenRun()
 	t.Passed = res.Passed()
 	t.Checks, t.Runs = res.Checks, len(res.Runs)
 	// A run still open at the end is drawn to the end.

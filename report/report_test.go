@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,9 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // failing is a scenario whose expectations fail on purpose: three flips,
@@ -435,5 +439,58 @@ func TestEveryLibraryScenarioMakesAPage(t *testing.T) {
 		if len(res.Runs) > 0 && len(d.all("rect", "bar"))+len(d.all("rect", "agg", "k-runs")) == 0 {
 			t.Errorf("%s: %d runs, none drawn", name, len(res.Runs))
 		}
+	}
+}
+
+// fakeDataplane is a dataplane whose state is a string the test sets.
+type fakeDataplane struct {
+	state string
+	reads int
+}
+
+func (f *fakeDataplane) Name() string                                 { return "test" }
+func (f *fakeDataplane) NewBackend(*sim.World) (proxy.Backend, error) { return nil, nil }
+func (f *fakeDataplane) Snapshot() (string, error)                    { f.reads++; return f.state, nil }
+func (f *fakeDataplane) Close() error                                 { return nil }
+
+// The collector reads the dataplane at the end of a run that changed it
+// and at once after a change outside a run, keeps only new states, and
+// draws a run that never ended to the end of the replay.
+func TestCollectorSnapshotsAndOpenRuns(t *testing.T) {
+	c := NewCollector()
+	dp := &fakeDataplane{state: "empty"}
+	ev := func(at time.Duration, e trace.Event) {
+		e.At = trace.Duration(at)
+		c.Follow(e, dp)
+	}
+	ev(0, trace.Event{Kind: trace.Dataplane, Op: "sysctl"}) // outside a run: read now
+	ev(0, trace.Event{Kind: trace.Start, Why: "initial", Run: 1})
+	dp.state = "one"
+	ev(0, trace.Event{Kind: trace.Dataplane, Op: "add"})
+	ev(0, trace.Event{Kind: trace.Dataplane, Op: "add"})
+	ev(time.Second, trace.Event{Kind: trace.End, Run: 1}) // read once, at the end
+	ev(2*time.Second, trace.Event{Kind: trace.Start, Why: "request", Run: 2})
+	ev(3*time.Second, trace.Event{Kind: trace.End, Run: 2}) // nothing changed: not read
+	ev(4*time.Second, trace.Event{Kind: trace.Dataplane, Op: "weight"})
+	ev(5*time.Second, trace.Event{Kind: trace.Start, Why: "periodic", Run: 3})
+	tl := c.Finish(&scenarios.Result{Scenario: &scenarios.Scenario{Name: "x"}})
+	if dp.reads != 3 {
+		t.Errorf("%d reads of the dataplane, want 3", dp.reads)
+	}
+	var got []string
+	for _, s := range tl.Snapshots {
+		got = append(got, fmt.Sprintf("%v %s %d %s", s.At, s.Why, s.Run, tl.Texts[s.Text]))
+	}
+	// The weight change left the state as it was ("one"): no new snapshot.
+	if want := "0s after startup writes 0 empty|1s after run 1 one"; strings.Join(got, "|") != want {
+		t.Errorf("snapshots %q, want %q", got, want)
+	}
+	runs := tl.Lanes[len(tl.Lanes)-2]
+	if runs.Kind != KindRuns || len(runs.Marks) != 3 {
+		t.Fatalf("lanes %+v", tl.Lanes)
+	}
+	open := runs.Marks[2]
+	if open.Dur != 0 || tl.Labels[open.Label] != (Label{"run open", "run (periodic), did not end"}) || runs.Marks[0].Dur != time.Second {
+		t.Errorf("runs %+v, open run label %+v", runs.Marks, tl.Labels[open.Label])
 	}
 }
