@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,10 +61,25 @@ func browse(t *testing.T, bin string, args ...string) []byte {
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	ownGroup(cmd)
+	err := cmd.Run()
+	killGroup(cmd) // helpers it may have left behind
+	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.Bytes()
+}
+
+// ownGroup starts cmd in a process group of its own, so that killGroup
+// reaches the helpers Chromium starts, and nothing else.
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+func killGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 }
 
 func writePage(t *testing.T, dir, name string, s *scenarios.Scenario) string {

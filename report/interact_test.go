@@ -156,18 +156,31 @@ func openDevtools(t *testing.T, bin, url string) *devtools {
 		"--disable-component-update", "--disable-sync", "--hide-scrollbars", "--window-size=1280,900",
 		"--remote-debugging-pipe", url)
 	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fds 3 and 4
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	toChrome.Close()
 	fromChrome.Close()
+	d := &devtools{t: t, in: cmdIn, out: bufio.NewReader(cmdOut)}
+	// Close the browser politely, so its helpers are gone before the
+	// profile folder is removed; kill what is left of its group.
 	t.Cleanup(func() {
+		d.session = ""
+		d.try("Browser.close", map[string]any{})
 		cmdIn.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cancel()
+			<-done
+		}
 		cancel()
-		cmd.Wait()
+		killGroup(cmd)
 		cmdOut.Close()
 	})
-	d := &devtools{t: t, in: cmdIn, out: bufio.NewReader(cmdOut)}
 	var page string
 	for i := 0; i < 100 && page == ""; i++ {
 		var targets struct {
