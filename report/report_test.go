@@ -3,7 +3,9 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -492,5 +494,31 @@ func TestCollectorSnapshotsAndOpenRuns(t *testing.T) {
 	open := runs.Marks[2]
 	if open.Dur != 0 || tl.Labels[open.Label] != (Label{"run open", "run (periodic), did not end"}) || runs.Marks[0].Dur != time.Second {
 		t.Errorf("runs %+v, open run label %+v", runs.Marks, tl.Labels[open.Label])
+	}
+}
+
+// The SVG is well-formed XML on its own (it can be cut out of the page and
+// opened as an .svg file).
+func TestSVGIsWellFormedXML(t *testing.T) {
+	for _, name := range []string{failing, "rolling-update-batch-1s"} {
+		b, _, _ := page(t, load(t, name), Config{})
+		i, j := bytes.Index(b, []byte("<svg")), bytes.Index(b, []byte("</svg>"))
+		dec := xml.NewDecoder(bytes.NewReader(b[i : j+len("</svg>")]))
+		elements := 0
+		for {
+			tok, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if _, ok := tok.(xml.StartElement); ok {
+				elements++
+			}
+		}
+		if elements < 50 {
+			t.Errorf("%s: %d SVG elements", name, elements)
+		}
 	}
 }
