@@ -8,6 +8,7 @@ import (
 	"html"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
@@ -289,6 +290,7 @@ func thin(t *Timeline, max int) ([]*pageLane, []string) {
 		lanesLeft--
 	}
 	var notes []string
+	fails := failureLabels(t)
 	for i, l := range out {
 		if l.total <= quota[i] {
 			continue
@@ -298,8 +300,7 @@ func thin(t *Timeline, max int) ([]*pageLane, []string) {
 		l.hist = make([]int, HistBuckets)
 		for j, m := range l.Marks {
 			l.hist[bucket(m.At, t.End)]++
-			cls := t.Labels[m.Label].Class
-			if j%step == 0 || hasWord(cls, "fail") {
+			if j%step == 0 || fails[m.Label] {
 				kept = append(kept, m)
 			}
 		}
@@ -339,12 +340,21 @@ func bucket(at, end time.Duration) int {
 }
 
 func hasWord(s, w string) bool {
-	for _, f := range bytes.Fields([]byte(s)) {
-		if string(f) == w {
+	for f := range strings.FieldsSeq(s) {
+		if f == w {
 			return true
 		}
 	}
 	return false
+}
+
+// failing tells, per label, whether it marks a failure.
+func failureLabels(t *Timeline) []bool {
+	out := make([]bool, len(t.Labels))
+	for i, l := range t.Labels {
+		out[i] = hasWord(l.Class, "fail")
+	}
+	return out
 }
 
 // timeUnit is the coarsest of 1ms, 1µs and 1ns that every instant and

@@ -86,6 +86,7 @@ func writeSVG(b *bytes.Buffer, t *Timeline, lanes []*pageLane) {
 	// Marks.
 	b.WriteString("<g id=\"marks\" clip-path=\"url(#plotclip)\" data-render=\"static\">\n")
 	var failAt []time.Duration
+	fails := failureLabels(t)
 	for i, l := range lanes {
 		top := float64(axisH + i*laneH)
 		fmt.Fprintf(b, "<g class=\"lanemarks\" data-lane=\"%d\">", i)
@@ -93,7 +94,7 @@ func writeSVG(b *bytes.Buffer, t *Timeline, lanes []*pageLane) {
 			writeColumns(b, l, end, top, x)
 			// Failures stay visible one by one.
 			for _, m := range l.marks {
-				if hasWord(t.Labels[m.Label].Class, "fail") {
+				if fails[m.Label] {
 					writeMark(b, t, l, m, top, x)
 				}
 			}
@@ -103,7 +104,7 @@ func writeSVG(b *bytes.Buffer, t *Timeline, lanes []*pageLane) {
 			}
 		}
 		for _, m := range l.marks {
-			if l.Kind == KindChecks && hasWord(t.Labels[m.Label].Class, "fail") {
+			if l.Kind == KindChecks && fails[m.Label] {
 				failAt = append(failAt, m.At)
 			}
 		}
