@@ -128,6 +128,12 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 	unit := timeUnit(t, lanes)
 	d := pageData{Name: t.Scenario, File: t.File, Mode: t.Mode, Env: t.Env, Passed: t.Passed,
 		Checks: t.Checks, Runs: t.Runs, Events: t.Events, Unit: int64(unit), End: int64(t.End / unit), Notes: notes}
+	// Empty lists as [], never null: the script reads them as they are.
+	d.Labels, d.Lanes, d.Failures, d.Snaps.Texts, d.Snaps.Whys = [][2]string{}, []laneData{}, []failureData{}, []string{}, []string{}
+	d.Snaps.T, d.Snaps.I, d.Snaps.W, d.Snaps.R = []int64{}, []int{}, []int{}, []int{}
+	if d.Notes == nil {
+		d.Notes = []string{}
+	}
 	for _, l := range t.Labels {
 		d.Labels = append(d.Labels, [2]string{l.Class, l.Text})
 	}
@@ -157,7 +163,8 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 	if snapNote != "" {
 		d.Notes = append(d.Notes, snapNote)
 	}
-	d.Snaps = snapData{Texts: texts, Total: len(t.Snapshots)}
+	d.Snaps.Total = len(t.Snapshots)
+	d.Snaps.Texts = append(d.Snaps.Texts, texts...)
 	whys := map[string]int{}
 	prevAt, prevRun := int64(0), 0
 	for _, s := range snaps {

@@ -522,3 +522,18 @@ func TestSVGIsWellFormedXML(t *testing.T) {
 		}
 	}
 }
+
+// A timeline with nothing in it still makes a page, with empty lists.
+func TestEmptyTimeline(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, &Timeline{Scenario: "empty"}, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, b.Bytes()).data(t)
+	if p.Labels == nil || p.Lanes == nil || p.Snaps.T == nil || p.Failures == nil || p.End != 0 {
+		t.Errorf("empty page data: %+v", p)
+	}
+	if !bytes.Contains(b.Bytes(), []byte(`"labels":[]`)) {
+		t.Error("an empty list is written as null")
+	}
+}
