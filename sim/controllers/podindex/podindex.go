@@ -3,9 +3,9 @@
 // and the Endpoints controller ask of them: which Services select a pod,
 // which pods a Service selects, and which Services a pod update must sync.
 // Upstream the two controllers share these rules too (k8s.io/endpointslice
-// util: GetPodServiceMemberships, GetServicesToUpdateOnPodChange and
-// podEndpointsChanged behind GetPodUpdateProjectionKey), so proxysim keeps
-// them once.
+// util/controller_utils.go: GetPodUpdateProjectionKey, GetServicesToUpdate
+// with getServicesForPod and determineNeededServiceUpdates, and
+// podEndpointsChanged), so proxysim keeps them once.
 package podindex
 
 import (
