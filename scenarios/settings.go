@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,18 +25,32 @@ func (st Setting) String() string { return st.Path + "=" + st.Value }
 // SettingError is a setting that cannot apply: its path does not lead into
 // the document, or the scenario it makes is not valid (Problems, as the
 // loader reported them, their paths naming the document's fields).
+// Settings are the ones to blame: one, or all of them when the problem is
+// in a field none of them names (two settings that clash).
 type SettingError struct {
-	Setting  Setting
+	Settings []Setting
 	Msg      string
 	Problems []string
 }
 
-func (e *SettingError) Error() string {
-	if len(e.Problems) == 0 {
-		return fmt.Sprintf("%s: %s", e.Setting, e.Msg)
+// Names writes the settings blamed, each after prefix (such as "--set ").
+func (e *SettingError) Names(prefix string) string {
+	parts := make([]string, len(e.Settings))
+	for i, st := range e.Settings {
+		parts[i] = prefix + st.String()
 	}
-	return fmt.Sprintf("%s: %s", e.Setting, strings.Join(e.Problems, "; "))
+	return strings.Join(parts, " with ")
 }
+
+// Reason is what is wrong, without the settings.
+func (e *SettingError) Reason() string {
+	if len(e.Problems) == 0 {
+		return e.Msg
+	}
+	return strings.Join(e.Problems, "; ")
+}
+
+func (e *SettingError) Error() string { return e.Names("") + ": " + e.Reason() }
 
 // WithSettings returns the scenario read again from its source with each
 // setting's field replaced (a missing mapping key is added), and validated
@@ -44,8 +59,9 @@ func (e *SettingError) Error() string {
 // names), but --update cannot rewrite it.
 //
 // A problem the changed document has is blamed on the setting whose path
-// leads to the field the loader names, or on the first setting when none
-// does (two settings may clash, such as syncPeriod below minSyncPeriod).
+// leads to the field the loader names, or on all of them when none does
+// (two settings may clash, such as proxy.version and proxy.minSyncPeriod
+// in a way that makes syncPeriod too short).
 func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(s.source)).Decode(&doc); err != nil {
@@ -71,7 +87,7 @@ func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
 		return nil, err
 	}
 	// Lines in the rewritten document are not the file's: name the field.
-	blame := sets[0]
+	var blame []Setting
 	var msgs []string
 	for _, p := range ps {
 		msg := p.Msg
@@ -83,12 +99,15 @@ func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
 		}
 		msgs = append(msgs, msg)
 		for _, st := range sets {
-			if p.Path == st.Path || strings.HasPrefix(p.Path, st.Path+".") || strings.HasPrefix(p.Path, st.Path+"[") {
-				blame = st
+			if (p.Path == st.Path || strings.HasPrefix(p.Path, st.Path+".") || strings.HasPrefix(p.Path, st.Path+"[")) && !slices.Contains(blame, st) {
+				blame = append(blame, st)
 			}
 		}
 	}
-	return nil, &SettingError{Setting: blame, Problems: msgs}
+	if len(blame) == 0 {
+		blame = sets
+	}
+	return nil, &SettingError{Settings: blame, Problems: msgs}
 }
 
 // pathStep is one step of a setting's path: a mapping key or a sequence
@@ -140,18 +159,18 @@ func parseSettingPath(p string) ([]pathStep, error) {
 func setField(doc *yaml.Node, st Setting) error {
 	steps, err := parseSettingPath(st.Path)
 	if err != nil {
-		return &SettingError{Setting: st, Msg: err.Error()}
+		return &SettingError{Settings: []Setting{st}, Msg: err.Error()}
 	}
 	var val yaml.Node
 	if strings.TrimSpace(st.Value) == "" {
-		return &SettingError{Setting: st, Msg: "empty value"}
+		return &SettingError{Settings: []Setting{st}, Msg: "empty value"}
 	}
 	if err := yaml.Unmarshal([]byte(st.Value), &val); err != nil || len(val.Content) != 1 {
 		msg := "not a YAML value"
 		if err != nil {
 			msg += ": " + strings.TrimPrefix(err.Error(), "yaml: ")
 		}
-		return &SettingError{Setting: st, Msg: msg}
+		return &SettingError{Settings: []Setting{st}, Msg: msg}
 	}
 	n := doc
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
@@ -162,10 +181,10 @@ func setField(doc *yaml.Node, st Setting) error {
 		last := i == len(steps)-1
 		if step.index >= 0 {
 			if n.Kind != yaml.SequenceNode {
-				return &SettingError{Setting: st, Msg: fmt.Sprintf("%s is not a list: [%d] cannot index it", orTop(where), step.index)}
+				return &SettingError{Settings: []Setting{st}, Msg: fmt.Sprintf("%s is not a list: [%d] cannot index it", orTop(where), step.index)}
 			}
 			if step.index >= len(n.Content) {
-				return &SettingError{Setting: st, Msg: fmt.Sprintf("%s has %d entries: no [%d]", orTop(where), len(n.Content), step.index)}
+				return &SettingError{Settings: []Setting{st}, Msg: fmt.Sprintf("%s has %d entries: no [%d]", orTop(where), len(n.Content), step.index)}
 			}
 			where = fmt.Sprintf("%s[%d]", where, step.index)
 			if last {
@@ -176,7 +195,7 @@ func setField(doc *yaml.Node, st Setting) error {
 			continue
 		}
 		if n.Kind != yaml.MappingNode {
-			return &SettingError{Setting: st, Msg: fmt.Sprintf("%s is a %s, not a mapping: it has no field %q", orTop(where), kindName(n), step.key)}
+			return &SettingError{Settings: []Setting{st}, Msg: fmt.Sprintf("%s is a %s, not a mapping: it has no field %q", orTop(where), kindName(n), step.key)}
 		}
 		where = join(where, step.key)
 		var next *yaml.Node

@@ -151,7 +151,7 @@ func (sw *Sweep) scenario(p Point) (*scenarios.Scenario, error) {
 			if len(sw.Axes) > 1 {
 				where = fmt.Sprintf(" (point %d: %s)", p.Index, describe(sw.Axes, p))
 			}
-			return nil, fmt.Errorf("--set %s%s", se.Error(), where)
+			return nil, fmt.Errorf("%s: %s%s", se.Names("--set "), se.Reason(), where)
 		}
 		return nil, fmt.Errorf("point %d (%s): %w", p.Index, describe(sw.Axes, p), err)
 	}
