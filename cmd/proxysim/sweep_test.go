@@ -296,3 +296,25 @@ func TestIndexedJobExampleIsAJobThatRunsTheSweep(t *testing.T) {
 		t.Errorf("merge: code %d: %s%s", code, text, errs)
 	}
 }
+
+// TestSweepExamplePlotIsCurrent checks that docs/sweep-example.svg, the
+// README's plot, is what the Makefile's SWEEP_EXAMPLE sweep draws today.
+func TestSweepExamplePlotIsCurrent(t *testing.T) {
+	mk := readFile(t, "../../Makefile")
+	var args []string
+	for _, l := range strings.Split(mk, "\n") {
+		if v, ok := strings.CutPrefix(l, "SWEEP_EXAMPLE = "); ok {
+			args = strings.Fields(v)
+		}
+	}
+	if len(args) == 0 {
+		t.Fatal("the Makefile has no SWEEP_EXAMPLE")
+	}
+	svg := filepath.Join(t.TempDir(), "example.svg")
+	if code, _, errs := runCLI(append(append([]string{"sweep"}, args...), "--plot", svg)...); code != exitPass {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	if readFile(t, svg) != readFile(t, "../../docs/sweep-example.svg") {
+		t.Errorf("docs/sweep-example.svg is not what the sweep draws now: run `make sweep-example` and review the picture")
+	}
+}

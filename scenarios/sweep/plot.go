@@ -49,11 +49,16 @@ func CheckMetric(metric string) error {
 // palette colours the series, in order (then again).
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"}
 
-// Plot geometry, in SVG user units.
+// Plot geometry, in SVG user units: the chart, then the x axis's name,
+// then the legend, a line per series.
 const (
-	plotW, plotH                  = 720, 420
-	marginL, marginR, marginT, mB = 80, 220, 40, 60
+	plotW, chartH              = 720, 380
+	marginL, marginR, marginT  = 80, 40, 40
+	axisH, legendLine, bottomM = 56, 18, 10
 )
+
+// dashes tell apart series whose lines overlap, with the colours.
+var dashes = []string{"", "6 3", "2 3", "8 3 2 3"}
 
 // series is one line of the plot: a combination of the values of every axis
 // but the first, and a y per value of the first (NaN where no result).
@@ -135,7 +140,8 @@ func (r *Report) SVG(metric string) []byte {
 	step := niceStep(top)
 	ymax := step * math.Max(1, math.Ceil(top/step))
 	innerW := float64(plotW - marginL - marginR)
-	innerH := float64(plotH - marginT - mB)
+	innerH := float64(chartH - marginT)
+	plotH := chartH + axisH + legendLine*len(ss) + bottomM
 	xAt := func(i int) float64 {
 		if len(xs) == 1 {
 			return marginL + innerW/2
@@ -162,10 +168,14 @@ func (r *Report) SVG(metric string) []byte {
 	for i, x := range xs {
 		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(xAt(i)), num(marginT+innerH+18), esc(x))
 	}
-	fmt.Fprintf(&b, `<text x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", num(marginL+innerW/2), plotH-14, esc(r.Axes[0].Key))
+	fmt.Fprintf(&b, `<text x="%s" y="%d" text-anchor="middle" font-weight="bold">%s</text>`+"\n", num(marginL+innerW/2), chartH+axisH-16, esc(r.Axes[0].Key))
 	// Series: a line through the points it has, a dot at each.
 	for k, s := range ss {
 		colour := palette[k%len(palette)]
+		dash := ""
+		if d := dashes[k%len(dashes)]; d != "" {
+			dash = ` stroke-dasharray="` + d + `"`
+		}
 		var pts []string
 		for i, y := range s.y {
 			if math.IsNaN(y) {
@@ -174,7 +184,7 @@ func (r *Report) SVG(metric string) []byte {
 			pts = append(pts, num(xAt(i))+","+num(yAt(y)))
 		}
 		if len(pts) > 1 {
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colour, strings.Join(pts, " "))
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", colour, dash, strings.Join(pts, " "))
 		}
 		for i, y := range s.y {
 			if math.IsNaN(y) {
@@ -183,9 +193,9 @@ func (r *Report) SVG(metric string) []byte {
 			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="4" fill="%s"><title>%s %s=%s: %s</title></circle>`+"\n",
 				num(xAt(i)), num(yAt(y)), colour, esc(s.label), esc(r.Axes[0].Key), esc(xs[i]), esc(tickLabel(y, metric, -1)))
 		}
-		ly := marginT + 8 + 20*k
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", plotW-marginR+20, ly, plotW-marginR+44, ly, colour)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", plotW-marginR+50, ly, esc(s.label))
+		ly := chartH + axisH + legendLine*k + legendLine/2
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", marginL, ly, marginL+28, ly, colour, dash)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", marginL+36, ly, esc(s.label))
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
@@ -213,7 +223,7 @@ func (r *Report) HTML(metric string) []byte {
 	var b bytes.Buffer
 	title := "proxysim sweep: " + r.Scenario
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n", esc(title))
-	b.WriteString("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}td.n{text-align:right}</style>\n</head>\n<body>\n")
+	b.WriteString("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:2px 8px;text-align:left;vertical-align:top;white-space:nowrap}td.n{text-align:right}td.f{white-space:normal;font-size:smaller;min-width:30em}</style>\n</head>\n<body>\n")
 	fmt.Fprintf(&b, "<h1>%s</h1>\n<p>%d points", esc(title), len(r.Points))
 	if r.Shard != "" {
 		fmt.Fprintf(&b, "; shard %s ran %d", esc(r.Shard), len(r.Ran))
@@ -227,7 +237,9 @@ func (r *Report) HTML(metric string) []byte {
 			switch {
 			case i == 0:
 				fmt.Fprintf(&b, "<th>%s</th>", esc(cell))
-			case j == 0 || j > len(r.Axes) && j < len(row)-1:
+			case j == len(row)-1:
+				fmt.Fprintf(&b, "<td class=\"f\">%s</td>", esc(cell))
+			case j == 0 || j > len(r.Axes):
 				fmt.Fprintf(&b, "<td class=\"n\">%s</td>", esc(cell))
 			default:
 				fmt.Fprintf(&b, "<td>%s</td>", esc(cell))
