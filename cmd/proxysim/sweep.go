@@ -55,6 +55,9 @@ says why) or an output could not be written.`,
 			if err := out.check(); err != nil {
 				return err
 			}
+			if workers < 1 {
+				return fail(exitInvalid, fmt.Errorf("--workers %d: must be at least 1", workers))
+			}
 			if maxEvents <= 0 {
 				return fail(exitInvalid, fmt.Errorf("--max-events %d: must be a positive number of events", maxEvents))
 			}
@@ -101,7 +104,7 @@ says why) or an output could not be written.`,
 	cmd.Flags().StringVar(&shardArg, "shard", "", "I/N: run only the points whose index is I modulo N; /N reads I from JOB_COMPLETION_INDEX")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "points replayed at once")
 	cmd.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a point's replay (its row says so; exit 3) after this many trace events and clock steps")
-	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a point's replay when the live heap passes this many MiB")
+	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a point's replay when the process's live heap (shared by the points replaying at once) passes this many MiB")
 	out.flags(cmd)
 
 	merge := &cobra.Command{

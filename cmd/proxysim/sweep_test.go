@@ -147,6 +147,7 @@ func TestSweepRefusesBadInputWithExitTwo(t *testing.T) {
 		{sweepArgs("--shard", "/4"), "--shard /4: JOB_COMPLETION_INDEX is not set"},
 		{sweepArgs("--shard", "4/4"), "--shard 4/4: shard index \"4\" must be a number from 0 to 3"},
 		{sweepArgs("--shard", "1/0"), "--shard 1/0: want I/N"},
+		{sweepArgs("--workers", "0"), "--workers 0: must be at least 1"},
 		{sweepArgs("--format", "xml"), "--format \"xml\": want text, csv or json"},
 		{sweepArgs("--plot", "p.png"), "--plot p.png: name an .svg or .html file"},
 		{sweepArgs("--plot-metric", "cost"), "--plot-metric \"cost\": want one of"},
@@ -316,5 +317,19 @@ func TestSweepExamplePlotIsCurrent(t *testing.T) {
 	}
 	if readFile(t, svg) != readFile(t, "../../docs/sweep-example.svg") {
 		t.Errorf("docs/sweep-example.svg is not what the sweep draws now: run `make sweep-example` and review the picture")
+	}
+}
+
+func TestSweepPointThatCannotRunExitsThreeAndSaysWhyInItsRow(t *testing.T) {
+	code, out, errs := runCLI(sweepArgs("--max-events", "30")...)
+	if code != exitCannotRun || !strings.Contains(errs, "6 of 6 points could not run") {
+		t.Fatalf("code %d, stderr %q", code, errs)
+	}
+	if n := strings.Count(out, "error: churn-iptables.yaml: replay stopped at"); n != 6 {
+		t.Errorf("%d rows say the budget stopped them:\n%s", n, out)
+	}
+	// With room, the same sweep runs.
+	if code, _, errs := runCLI(sweepArgs("--max-events", "100000")...); code != exitPass {
+		t.Errorf("code %d: %s", code, errs)
 	}
 }

@@ -198,7 +198,7 @@ type RunOptions struct {
 // Run replays the shard's points on a bounded pool of workers and returns
 // the report, its results in point order.
 func (sw *Sweep) Run(shard Shard, o RunOptions) *Report {
-	var idx []int
+	idx := []int{} // a shard with no points writes [], not null
 	for _, p := range sw.Points {
 		if shard.Has(p.Index) {
 			idx = append(idx, p.Index)
