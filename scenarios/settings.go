@@ -59,7 +59,8 @@ func (e *SettingError) Error() string { return e.Names("") + ": " + e.Reason() }
 // names), but --update cannot rewrite it.
 //
 // A problem the changed document has is blamed on the setting whose path
-// leads to the field the loader names, or on all of them when none does
+// leads to the field the loader names (or into it: a manifest refused
+// whole), or on all of them when none does
 // (two settings may clash, such as proxy.version and proxy.minSyncPeriod
 // in a way that makes syncPeriod too short).
 func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
@@ -99,7 +100,7 @@ func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
 		}
 		msgs = append(msgs, msg)
 		for _, st := range sets {
-			if (p.Path == st.Path || strings.HasPrefix(p.Path, st.Path+".") || strings.HasPrefix(p.Path, st.Path+"[")) && !slices.Contains(blame, st) {
+			if (within(p.Path, st.Path) || p.Path != "" && within(st.Path, p.Path)) && !slices.Contains(blame, st) {
 				blame = append(blame, st)
 			}
 		}
@@ -108,6 +109,11 @@ func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
 		blame = sets
 	}
 	return nil, &SettingError{Settings: blame, Problems: msgs}
+}
+
+// within reports whether field path p is path or inside it.
+func within(p, path string) bool {
+	return p == path || strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[")
 }
 
 // pathStep is one step of a setting's path: a mapping key or a sequence
@@ -125,18 +131,21 @@ func parseSettingPath(p string) ([]pathStep, error) {
 	}
 	var out []pathStep
 	for _, part := range strings.Split(p, ".") {
-		key, rest, _ := strings.Cut(part, "[")
-		if key == "" && rest == "" {
+		key, rest, indexed := strings.Cut(part, "[")
+		if key == "" && !indexed {
 			return nil, fmt.Errorf("empty field name in %q", p)
 		}
 		if key != "" {
 			if n, err := strconv.Atoi(key); err == nil {
+				if n < 0 {
+					return nil, fmt.Errorf("bad index in %q: want a number from 0", p)
+				}
 				out = append(out, pathStep{index: n})
 			} else {
 				out = append(out, pathStep{key: key, index: -1})
 			}
 		}
-		for rest != "" {
+		for indexed {
 			num, after, ok := strings.Cut(rest, "]")
 			n, err := strconv.Atoi(num)
 			if !ok || err != nil || n < 0 {

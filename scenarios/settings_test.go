@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -92,5 +93,37 @@ func TestSummarizeReadsTheReplay(t *testing.T) {
 	}
 	if sum.Max.Seconds() != mx || sum.P50 <= 0 || sum.P50 > sum.P99 || len(sum.Failures) != 0 {
 		t.Errorf("summary %+v, largest observation %vs", sum, mx)
+	}
+}
+
+func TestSettingPathsSplitIntoKeysAndIndices(t *testing.T) {
+	for in, want := range map[string]string{
+		"proxy.minSyncPeriod":                  "proxy minSyncPeriod",
+		"timeline[2].at":                       "timeline [2] at",
+		"timeline.2.at":                        "timeline [2] at",
+		"objects[0].endpoints[1].addresses[0]": "objects [0] endpoints [1] addresses [0]",
+		"a[1][2]":                              "a [1] [2]",
+	} {
+		steps, err := parseSettingPath(in)
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		var parts []string
+		for _, s := range steps {
+			if s.index >= 0 {
+				parts = append(parts, "["+strconv.Itoa(s.index)+"]")
+			} else {
+				parts = append(parts, s.key)
+			}
+		}
+		if got := strings.Join(parts, " "); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+	for _, bad := range []string{"", "a..b", "a[", "a[-1]", "a[1]x", ".a", "a.-1"} {
+		if _, err := parseSettingPath(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }

@@ -165,6 +165,7 @@ func TestBadSettingsNameTheFlag(t *testing.T) {
 		{[]string{"proxy.minSyncPerod=1s"}, "--set proxy.minSyncPerod=1s: proxy.minSyncPerod: unknown field"},
 		{[]string{"proxy.minSyncPeriod=1s,soon"}, "--set proxy.minSyncPeriod=soon: proxy.minSyncPeriod:"},
 		{[]string{"proxy.version=v1.34.0", "proxy.minSyncPeriod=1s,2m"}, "--set proxy.version=v1.34.0 with --set proxy.minSyncPeriod=2m: proxy.syncPeriod: syncPeriod 30s is shorter than minSyncPeriod 2m0s (point 1: proxy.version=v1.34.0 proxy.minSyncPeriod=2m)"},
+		{[]string{"proxy.version=v1.34.0", "objects[1].endpoints[0].conditions.ready=maybe"}, "--set objects[1].endpoints[0].conditions.ready=maybe: objects[1]: json: cannot unmarshal"},
 		{[]string{"proxy.version=v1.34.0", "proxy.version=v1.33.0"}, "--set proxy.version: the setting is given twice"},
 		{nil, "--set: give at least one setting"},
 	} {
