@@ -101,7 +101,7 @@ says why) or an output could not be written.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "PATH=V1,V2,...: a field of the scenario document (dotted, such as proxy.minSyncPeriod) and the values to sweep it over; repeat for a cross product")
-	cmd.Flags().StringVar(&shardArg, "shard", "", "I/N: run only the points whose index is I modulo N; /N reads I from JOB_COMPLETION_INDEX")
+	cmd.Flags().StringVar(&shardArg, "shard", "", "I/N: run only the points whose index is I modulo N; /N (or $JOB_COMPLETION_INDEX/N, unexpanded) reads I from JOB_COMPLETION_INDEX")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "points replayed at once")
 	cmd.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a point's replay (its row says so; exit 3) after this many trace events and clock steps")
 	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a point's replay when the process's live heap (shared by the points replaying at once) passes this many MiB")
@@ -198,7 +198,7 @@ func (o *sweepOutput) write(rep *sweep.Report, stdout io.Writer) error {
 }
 
 // parseShard reads --shard: "" (the whole sweep), I/N, or /N with I from
-// env (JOB_COMPLETION_INDEX).
+// env (JOB_COMPLETION_INDEX), also written $JOB_COMPLETION_INDEX/N.
 func parseShard(arg, env string) (sweep.Shard, error) {
 	if arg == "" {
 		return sweep.All, nil
@@ -209,6 +209,12 @@ func parseShard(arg, env string) (sweep.Shard, error) {
 		return sweep.Shard{}, fmt.Errorf("--shard %s: want I/N (or /N with JOB_COMPLETION_INDEX set), N a positive count", arg)
 	}
 	from := ""
+	switch is {
+	case "$JOB_COMPLETION_INDEX", "${JOB_COMPLETION_INDEX}", "$(JOB_COMPLETION_INDEX)":
+		// The variable's name, left unexpanded (no shell, or a runtime
+		// that does not expand $(VAR) in arguments): read it here.
+		is = ""
+	}
 	if is == "" {
 		if env == "" {
 			return sweep.Shard{}, errors.New("--shard /" + ns + ": JOB_COMPLETION_INDEX is not set; give the shard as I/N")

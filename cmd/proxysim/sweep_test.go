@@ -158,6 +158,15 @@ func TestSweepRefusesBadInputWithExitTwo(t *testing.T) {
 			t.Errorf("%v: code %d, stderr %q, want exit 2 and %q\n%s", c.args, code, errs, c.want, out)
 		}
 	}
+	t.Setenv("JOB_COMPLETION_INDEX", "2")
+	for _, arg := range []string{"/3", "$JOB_COMPLETION_INDEX/3", "${JOB_COMPLETION_INDEX}/3", "$(JOB_COMPLETION_INDEX)/3", "2/3"} {
+		if s, err := parseShard(arg, os.Getenv("JOB_COMPLETION_INDEX")); err != nil || s.Index != 2 || s.Count != 3 {
+			t.Errorf("--shard %s: %v, %v; want 2/3", arg, s, err)
+		}
+	}
+	if s, err := parseShard("1/3", "2"); err != nil || s.Index != 1 {
+		t.Errorf("an explicit index should win over JOB_COMPLETION_INDEX: %v, %v", s, err)
+	}
 	t.Setenv("JOB_COMPLETION_INDEX", "x")
 	if code, _, errs := runCLI(sweepArgs("--shard", "/4")...); code != exitInvalid || !strings.Contains(errs, `shard index "x" (JOB_COMPLETION_INDEX) must be`) {
 		t.Errorf("bad JOB_COMPLETION_INDEX: code %d, %s", code, errs)
