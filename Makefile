@@ -2,8 +2,10 @@
 GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
+# The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
+SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host e2e-browser ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
 
 all: vet test
 
@@ -42,6 +44,10 @@ fuzz:
 fuzz-fast:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzInlineCut$$' -fuzztime $(FUZZTIME)
+
+## sweep-example: regenerate the README's sweep plot (docs/sweep-example.svg)
+sweep-example:
+	$(GO) run ./cmd/proxysim sweep $(SWEEP_EXAMPLE) --plot docs/sweep-example.svg >/dev/null
 
 ## build: a static proxysim (what --dataplane vm needs)
 build:
