@@ -82,8 +82,8 @@ e2e-host:
 ## archive (installs it; fails, never skips, without it); the pages and
 ## screenshots are kept in artifacts/
 e2e-browser:
-	bash report/browserdeps.sh
-	PROXYSIM_BROWSER_REQUIRED=1 $(GO) test -count=1 -v -run 'Chromium|Screenshot' ./report
+	bash scenarios/report/browserdeps.sh
+	PROXYSIM_BROWSER_REQUIRED=1 $(GO) test -count=1 -v -run 'Chromium|Screenshot' ./scenarios/report
 
 ## upstream: the trackers and the iptables proxier side by side with
 ## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES

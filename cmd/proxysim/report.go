@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/proxysim/proxysim/report"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/report"
 )
 
 // newReport is `proxysim report`: one scenario's replay as a self-contained

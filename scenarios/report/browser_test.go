@@ -17,7 +17,7 @@ import (
 )
 
 // The browser test opens pages in Debian's Chromium, headless (make
-// e2e-browser installs it with report/browserdeps.sh). Pages and
+// e2e-browser installs it with scenarios/report/browserdeps.sh). Pages and
 // screenshots are kept in the repository's artifacts/ folder.
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/report-timeline.png, the README's picture, from the browser test's screenshot")
 
@@ -29,7 +29,7 @@ func chromium(t *testing.T) string {
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("PROXYSIM_BROWSER_REQUIRED") == "1" {
-			t.Fatalf("PROXYSIM_BROWSER_REQUIRED=1 but chromium is not installed (report/browserdeps.sh installs it): %v", err)
+			t.Fatalf("PROXYSIM_BROWSER_REQUIRED=1 but chromium is not installed (scenarios/report/browserdeps.sh installs it): %v", err)
 		}
 		t.Skip("chromium is not installed; `make e2e-browser` installs it and runs this test")
 	}
@@ -38,7 +38,7 @@ func chromium(t *testing.T) string {
 
 func artifacts(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "artifacts"))
+	dir, err := filepath.Abs(filepath.Join("..", "..", "artifacts"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestLibraryPageScreenshot(t *testing.T) {
 		t.Fatalf("screenshot: %d bytes, want a PNG under 150 KiB", len(b))
 	}
 	if *updateDocs {
-		if err := os.WriteFile(filepath.Join("..", "docs", "report-timeline.png"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "report-timeline.png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("updated docs/report-timeline.png")

@@ -26,7 +26,7 @@ import (
 
 // failing is a scenario whose expectations fail on purpose: three flips,
 // four runs, eight failed checks (one a golden table).
-const failing = "../scenarios/testdata/failing/churn-and-counts.yaml"
+const failing = "../testdata/failing/churn-and-counts.yaml"
 
 func load(t testing.TB, name string) *scenarios.Scenario {
 	t.Helper()

@@ -14,7 +14,7 @@ if ! [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
-    echo "report/browserdeps.sh: ${need[*]} missing, and installing needs root" >&2
+    echo "scenarios/report/browserdeps.sh: ${need[*]} missing, and installing needs root" >&2
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
