@@ -2,8 +2,10 @@
 GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
+# The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
+SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
 
 all: vet test
 
@@ -43,6 +45,10 @@ fuzz-fast:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzInlineCut$$' -fuzztime $(FUZZTIME)
 
+## sweep-example: regenerate the README's sweep plot (docs/sweep-example.svg)
+sweep-example:
+	$(GO) run ./cmd/proxysim sweep $(SWEEP_EXAMPLE) --plot docs/sweep-example.svg >/dev/null
+
 ## build: a static proxysim (what --dataplane vm needs)
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/proxysim ./cmd/proxysim
@@ -71,6 +77,13 @@ e2e-host:
 	@[ "$$(id -u)" = 0 ] || { echo "make e2e-host needs root"; exit 1; }
 	bash netns/hostdeps.sh
 	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
+
+## e2e-browser: `proxysim report` pages in headless Chromium from Debian's
+## archive (installs it; fails, never skips, without it); the pages and
+## screenshots are kept in artifacts/
+e2e-browser:
+	bash scenarios/report/browserdeps.sh
+	PROXYSIM_BROWSER_REQUIRED=1 $(GO) test -count=1 -v -run 'Chromium|Screenshot' ./scenarios/report
 
 ## upstream: the trackers and the iptables proxier side by side with
 ## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES
