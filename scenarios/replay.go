@@ -36,6 +36,11 @@ type Options struct {
 	// MetricsAt, if set, is the virtual instant (from the proxy's start) at
 	// which Result.Metrics is taken, instead of the end of the replay.
 	MetricsAt *time.Duration
+	// World, if set, is called once the world is built, before the
+	// scenario's objects are created and the proxy starts: an observer
+	// (e2e/upstream's replay of kube-proxy's own code in a synctest
+	// bubble) may subscribe a consumer or watch the trace.
+	World func(w *sim.World) error
 }
 
 // Failure is one expectation that did not hold.
@@ -199,6 +204,11 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		countOp(e)
 	}
 	w.Trace.Observe(countOp)
+	if opts.World != nil {
+		if err := opts.World(w); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.File, err)
+		}
+	}
 	if opts.TraceKeep > 0 {
 		w.Trace.Keep(opts.TraceKeep)
 	}
