@@ -78,7 +78,7 @@ type Transcript struct {
 	// happened: the order to replay them in.
 	Script []Action
 	Steps  []Step
-	Syncs    []Sync
+	Syncs  []Sync
 	// Unsupported names the steps a replay of kube-proxy's own code cannot
 	// reproduce, with the reason; empty when it can replay them all.
 	Unsupported []string

@@ -276,7 +276,7 @@ func newIPTTarget(s *scenarios.Scenario, _ *transcript.Transcript) bubbleTarget 
 	return t
 }
 
-func (t *iptTarget) Fail(n int)                      { t.ipt.fail += n }
+func (t *iptTarget) Fail(n int)                   { t.ipt.fail += n }
 func (t *iptTarget) Syncs() []transcript.Observed { return t.log.Syncs() }
 
 // minSyncPeriodOf is what proxysim's runner gets: proxy.minSyncPeriod as
@@ -364,7 +364,7 @@ func newNFTTarget(s *scenarios.Scenario, _ *transcript.Transcript) bubbleTarget 
 	return t
 }
 
-func (t *nftTarget) Fail(n int)                      { t.nft.fail += n }
+func (t *nftTarget) Fail(n int)                   { t.nft.fail += n }
 func (t *nftTarget) Syncs() []transcript.Observed { return t.log.Syncs() }
 
 func (t *nftTarget) Start(ctx context.Context, client kubernetes.Interface) (func(), error) {
@@ -429,4 +429,3 @@ func TestKubeProxyNFTablesInBubble(t *testing.T) {
 	}
 	runBubble(t, nftablesmode.Name, newNFTTarget, canonNFT, nftLineDiff)
 }
-
