@@ -43,6 +43,7 @@ import (
 	kiptables "k8s.io/kubernetes/pkg/proxy/iptables"
 	kproxynft "k8s.io/kubernetes/pkg/proxy/nftables"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	proxyutiltest "k8s.io/kubernetes/pkg/proxy/util/testing"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 	"sigs.k8s.io/knftables"
@@ -373,9 +374,24 @@ func (t *nftTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 	if set.ClusterCIDR != "" {
 		detector = proxyutil.NewDetectLocalByCIDR(set.ClusterCIDR)
 	}
+	// nodePortAddresses "primary" is resolved by kube-proxy's server to the
+	// node IP as a /32 (cmd/kube-proxy/app/server.go), which the proxier
+	// then matches against the host's interface addresses: here a fake
+	// network holding the scenario's nodeIPs.
 	var npa []string
-	if set.NodePortAddresses != "" {
-		npa = []string{set.NodePortAddresses}
+	var network *proxyutiltest.FakeNetwork
+	if set.NodePortAddresses == "primary" {
+		if ip := firstIPv4(set.NodeIPs); ip != nil {
+			npa = []string{ip.String() + "/32"}
+		}
+		network = proxyutiltest.NewFakeNetwork()
+		var addrs []net.Addr
+		for _, s := range set.NodeIPs {
+			addrs = append(addrs, &net.IPNet{IP: net.ParseIP(s), Mask: net.CIDRMask(32, 32)})
+		}
+		network.AddInterfaceAddr(&net.Interface{Name: "eth0", Index: 2, Flags: net.FlagUp}, addrs)
+	} else if set.NodePortAddresses != "" {
+		return nil, fmt.Errorf("nodePortAddresses %q has no kube-proxy counterpart here", set.NodePortAddresses)
 	}
 	ctx = klog.NewContext(ctx, t.log.Logger())
 	p, err := kproxynft.NewProxier(ctx, v1.IPv4Protocol, syncPeriodOf(t.s), minSyncPeriodOf(t.s), set.MasqueradeAll, 14,
@@ -387,6 +403,9 @@ func (t *nftTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(knftables.Interface(t.nft)))
 	setUnexported(p, "conntrack", conntrack.NewFake())
 	setUnexported(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
+	if network != nil {
+		setUnexported(p, "networkInterfacer", proxyutil.NetworkInterfacer(network))
+	}
 	if t.s.Proxy.Zone != "" {
 		p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: t.s.Proxy.Zone})
 	}
