@@ -13,6 +13,7 @@ package transcript
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,7 +159,7 @@ func Record(s *scenarios.Scenario) (*Transcript, error) {
 // side cannot be given.
 func (t *Transcript) step(at time.Duration, e trace.Event) {
 	if !replayable[e.Op] {
-		t.Unsupported = append(t.Unsupported, fmt.Sprintf("%v: step %q (%s): no counterpart in kube-proxy's code driven from outside", at, e.Op, e.Detail))
+		t.unsupported(fmt.Sprintf("step %q (first at %v): %s", e.Op, at, whyNot(e.Op)))
 		return
 	}
 	switch e.Op {
@@ -174,7 +175,33 @@ func (t *Transcript) step(at time.Duration, e trace.Event) {
 				return
 			}
 		}
-		t.Unsupported = append(t.Unsupported, fmt.Sprintf("%v: fault %q: kube-proxy's fakes cannot inject it", at, e.Detail))
+		t.unsupported(fmt.Sprintf("fault %q at %v: no kube-proxy fake injects it", e.Detail, at))
+	}
+}
+
+// unsupported adds a reason once.
+func (t *Transcript) unsupported(why string) {
+	op, _, _ := strings.Cut(why, " (first at")
+	for _, u := range t.Unsupported {
+		if strings.HasPrefix(u, op+" ") {
+			return
+		}
+	}
+	t.Unsupported = append(t.Unsupported, why)
+}
+
+// whyNot says why a step kind has no counterpart when kube-proxy's own
+// code is driven through its API objects.
+func whyNot(op string) string {
+	switch op {
+	case "run", "retryAfter", "stop":
+		return "calls the runner directly; kube-proxy's proxier exposes no such call (sim/runner checks these timelines against upstream's runner tests)"
+	case "syncCost":
+		return "a sync's cost in virtual time; kube-proxy's CPU time is zero in a bubble"
+	case "ipvs":
+		return "an operator's ipvsadm on the kernel; IPVS mode is not replayed in the bubble"
+	default:
+		return "no counterpart in kube-proxy's code driven through API objects"
 	}
 }
 
