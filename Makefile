@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-bubble build e2e-vm vm-kill-test e2e-netns e2e-host ci
 
 all: vet test
 
@@ -91,5 +91,15 @@ upstream-nftables:
 
 NFT_SEQUENCES ?= 1000
 SEED ?= 1
+
+## upstream-bubble: kube-proxy's own code end to end in a testing/synctest bubble against proxysim's
+## replay of the same library scenarios: v1.36's iptables and nftables proxiers (e2e/upstream), v1.33's
+## iptables proxier with the burst runner (e2e/upstream133); BUBBLE_RUNS replays each, GOMAXPROCS 1 and 2
+upstream-bubble:
+	bash netns/hostdeps.sh
+	cd e2e/upstream && for p in 1 2; do PROXYSIM_BUBBLE_REQUIRED=1 GOMAXPROCS=$$p $(GO) test -count=1 -v -run 'InBubble|BubbleComparison' . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
+	cd e2e/upstream133 && for p in 1 2; do GOMAXPROCS=$$p $(GO) test -count=1 -v . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
+
+BUBBLE_RUNS ?= 5
 
 ci: vet test race fuzz upstream

@@ -425,9 +425,15 @@ func canonNFT(d string) (string, error) { return nftables.SortElements(d), nil }
 // does.
 func TestKubeProxyNFTablesInBubble(t *testing.T) {
 	if os.Getenv(bubbleChildEnv) == "" {
+		// make upstream-bubble sets PROXYSIM_BUBBLE_REQUIRED: there a
+		// missing tool or namespace fails instead of skipping.
+		skip := t.Skipf
+		if os.Getenv("PROXYSIM_BUBBLE_REQUIRED") != "" {
+			skip = t.Fatalf
+		}
 		for _, bin := range []string{"nft", "unshare"} {
 			if _, err := exec.LookPath(bin); err != nil {
-				t.Skipf("%s not found: run netns/hostdeps.sh (installs nftables)", bin)
+				skip("%s not found: run netns/hostdeps.sh (installs nftables)", bin)
 			}
 		}
 		args := []string{"-rn", os.Args[0], "-test.run=^TestKubeProxyNFTablesInBubble$", fmt.Sprintf("-bubble-runs=%d", *bubbleRuns)}
@@ -440,11 +446,58 @@ func TestKubeProxyNFTablesInBubble(t *testing.T) {
 		t.Logf("in a new user+network namespace:\n%s", out)
 		if err != nil {
 			if strings.Contains(string(out), "unshare failed") || strings.Contains(string(out), "Operation not permitted") {
-				t.Skipf("cannot create a user+network namespace here: %s", strings.TrimSpace(string(out)))
+				skip("cannot create a user+network namespace here: %s", strings.TrimSpace(string(out)))
 			}
 			t.Fatalf("the comparison failed: %v", err)
 		}
 		return
 	}
 	runBubble(t, nftablesmode.Name, newNFTTarget, canonNFT, nftLineDiff)
+}
+
+// noFaults is a target whose injected failures never happen.
+type noFaults struct{ bubbleTarget }
+
+func (noFaults) Fail(int) {}
+
+// TestBubbleComparisonCatchesDifferences shows that the comparison can
+// fail: kube-proxy given minSyncPeriod 2s where proxysim had 1s syncs at
+// other instants, and kube-proxy whose restores never fail keeps a
+// dataplane proxysim's failed restores did not write.
+func TestBubbleComparisonCatchesDifferences(t *testing.T) {
+	for _, c := range []struct {
+		scenario, want string
+		target         func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget
+	}{
+		{"churn-iptables", "kube-proxy at", func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
+			slower := *s
+			d := scenarios.Duration(2 * time.Second)
+			slower.Proxy.MinSyncPeriod = &d
+			return newIPTTarget(&slower, tr)
+		}},
+		{"iptables-partial-sync", "kube-proxy failed=false", func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
+			return noFaults{newIPTTarget(s, tr)}
+		}},
+	} {
+		s, err := scenarios.LoadLibrary(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := transcript.Record(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []transcript.Observed
+		synctest.Test(t, func(t *testing.T) {
+			target := c.target(s, tr)
+			if err := tr.Drive(target); err != nil {
+				t.Fatal(err)
+			}
+			got = target.Syncs()
+		})
+		diffs, _ := tr.Compare(got, canonical, lineDiff)
+		if !strings.Contains(strings.Join(diffs, "\n"), c.want) {
+			t.Errorf("%s: the comparison should report %q, got %q", c.scenario, c.want, diffs)
+		}
+	}
 }
