@@ -113,6 +113,22 @@ func bare(o runtime.Object) runtime.Object {
 	if m, ok := c.(metav1.Object); ok {
 		m.SetResourceVersion("")
 	}
+	// The one API-server default kube-proxy relies on and proxysim's
+	// store does not apply (it defaults nothing): a ClientIP affinity's
+	// timeout, 10800 s (k8s.io/kubernetes pkg/apis/core/v1 defaults).
+	// Without it kube-proxy's newBaseServiceInfo dereferences nil.
+	if svc, ok := c.(*v1.Service); ok && svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+		if svc.Spec.SessionAffinityConfig == nil {
+			svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{}
+		}
+		if svc.Spec.SessionAffinityConfig.ClientIP == nil {
+			svc.Spec.SessionAffinityConfig.ClientIP = &v1.ClientIPConfig{}
+		}
+		if svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds == nil {
+			timeout := int32(v1.DefaultClientIPServiceAffinitySeconds)
+			svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = &timeout
+		}
+	}
 	return c
 }
 

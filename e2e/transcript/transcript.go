@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -95,15 +96,32 @@ var faultFormats = []string{"next %d restores fail", "next %d transactions fail"
 // implementation: object writes (as the writes they made), faults,
 // restarts; notes change nothing, and a client connection only fills the
 // tracer's affinity history, never a proxier's rules.
+// The controllers' steps (pods made ready, rolling updates, ingress
+// churn) write Pods and Ingresses, which a proxy does not watch; the
+// EndpointSlice writes they cause are in the transcript like any other.
 var replayable = map[string]bool{
 	"apply": true, "patch": true, "churn": true, "delete": true, "update": true,
 	"note": true, "fault": true, "restart": true, "connection": true,
+	"podReady": true, "rollingUpdate": true, "ingressChurn": true,
 }
+
+// otherFaults are faults that touch neither the proxy nor its dataplane.
+var otherFaults = []string{"the next %d ingress-nginx reloads fail"}
 
 // Record replays s with proxysim's engine on its fake dataplane and
 // returns the transcript.
-func Record(s *scenarios.Scenario) (*Transcript, error) {
-	t := &Transcript{Scenario: s}
+func Record(s *scenarios.Scenario) (t *Transcript, err error) {
+	defer func() {
+		// A retold scenario (AsIPTables) may hold a step of its own mode
+		// that cannot run on another mode's dataplane.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("a step written for another mode's dataplane (an IPVS connection, fault or ipvsadm command) cannot run on this one (%v)", p)
+		}
+	}()
+	t = &Transcript{Scenario: s}
+	if c := s.Proxy.SyncCost; c.Fixed != 0 || c.PerService != 0 || c.PerEndpoint != 0 || len(c.Runs) > 0 {
+		t.unsupported("proxy.syncCost (first at 0s): a sync's cost in virtual time; kube-proxy's syncs take no virtual time in a bubble")
+	}
 	for _, o := range s.Initial {
 		t.Initial = append(t.Initial, o.Obj)
 	}
@@ -172,6 +190,12 @@ func (t *Transcript) step(at time.Duration, e trace.Event) {
 			if _, err := fmt.Sscanf(e.Detail, f, &n); err == nil {
 				t.Faults = append(t.Faults, Fault{At: at, N: n})
 				t.Script = append(t.Script, Action{At: at, Fault: &t.Faults[len(t.Faults)-1]})
+				return
+			}
+		}
+		for _, f := range otherFaults {
+			var n int
+			if _, err := fmt.Sscanf(e.Detail, f, &n); err == nil {
 				return
 			}
 		}
@@ -248,4 +272,22 @@ func (r *recorder) OnDelete(kind string, obj runtime.Object) error {
 func (r *recorder) OnSynced(string) error {
 	r.synced++
 	return nil
+}
+
+// AsIPTables is a scenario of another mode (the IPVS mode's runner and
+// endpoint stories) retold for the iptables mode: the same proxy fields,
+// objects and timeline, with the iptables proxier's runner (its periodic
+// sync hourly) and without expectations, which were written for the other
+// mode's dataplane. A step that only the other mode has makes Record list
+// it, or fail.
+func AsIPTables(s *scenarios.Scenario) *scenarios.Scenario {
+	c := *s
+	c.Proxy.Mode = iptablesmode.Name
+	c.Proxy.Settings = &iptablesmode.Settings{}
+	c.Timeline = nil
+	for _, st := range s.Timeline {
+		st.Expect = nil
+		c.Timeline = append(c.Timeline, st)
+	}
+	return &c
 }

@@ -78,28 +78,11 @@ func burst(s *scenarios.Scenario) bool {
 	return major == 1 && minor <= 33
 }
 
-// asIPTables is an IPVS-mode runner scenario retold for the iptables
-// mode: the same objects and writes at the same instants, the iptables
-// proxier's runner (periodic sync hourly, not every syncPeriod), and no
-// expectations (they were written for IPVS). Only scenarios without
-// IPVS-only steps can be retold; Record lists the others' steps.
-func asIPTables(s *scenarios.Scenario) *scenarios.Scenario {
-	c := *s
-	c.Proxy.Mode = iptablesmode.Name
-	c.Proxy.Settings = &iptablesmode.Settings{}
-	c.Timeline = nil
-	for _, st := range s.Timeline {
-		st.Expect = nil
-		c.Timeline = append(c.Timeline, st)
-	}
-	return &c
-}
-
 type bubbleCase struct{ name, how, verdict string }
 
 // TestKubeProxy133InBubble replays every library scenario that names a
 // burst-runner release: those of mode iptables as they are, those of the
-// IPVS mode retold for iptables (asIPTables) when they have no IPVS-only
+// IPVS mode retold for iptables (transcript.AsIPTables) when they have no IPVS-only
 // step or proxy field.
 func TestKubeProxy133InBubble(t *testing.T) {
 	var cases []bubbleCase
@@ -120,7 +103,7 @@ func TestKubeProxy133InBubble(t *testing.T) {
 				cases = append(cases, c)
 				continue
 			}
-			s = asIPTables(s)
+			s = transcript.AsIPTables(s)
 			c.how = "retold for iptables"
 		default:
 			c.verdict = "listed: mode " + s.Proxy.Mode + " has no v1.33 counterpart here"
@@ -286,10 +269,10 @@ func (t *iptTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 	setUnexported(p, "conntrack", conntrack.NewFake())
 	setUnexported(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
 	if t.s.Proxy.Zone != "" {
-		// v1.33 learns its node's labels from the Node informer.
-		node := &v1.Node{}
-		node.Name, node.Labels = nodeName, map[string]string{v1.LabelTopologyZone: t.s.Proxy.Zone}
-		p.OnNodeAdd(node)
+		// As if known when the proxier was built, as proxysim's
+		// proxy.zone is; v1.33 learns it from the Node informer
+		// (OnNodeAdd), which also asks for a full sync.
+		setUnexported(p, "nodeLabels", map[string]string{v1.LabelTopologyZone: t.s.Proxy.Zone})
 	}
 	resync := 15 * time.Minute
 	if t.s.Proxy.ConfigSyncPeriod != nil && t.s.Proxy.ConfigSyncPeriod.D() > 0 {
