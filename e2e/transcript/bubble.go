@@ -207,7 +207,7 @@ func (l *SyncLog) info(msg string, kv []any) {
 	defer l.mu.Unlock()
 	now := time.Since(l.origin)
 	switch {
-	case strings.HasPrefix(msg, "Syncing ") && strings.HasSuffix(msg, "tables rules"):
+	case strings.HasPrefix(msg, "Syncing ") && (strings.HasSuffix(msg, "tables rules") || msg == "Syncing ipvs proxier rules"):
 		o := Observed{Start: now, End: -1}
 		for i := 0; i+1 < len(kv); i += 2 {
 			if kv[i] == "fullSync" {
@@ -217,7 +217,7 @@ func (l *SyncLog) info(msg string, kv []any) {
 		l.syncs = append(l.syncs, o)
 	case msg == "Sync failed" && len(l.syncs) > 0:
 		l.syncs[len(l.syncs)-1].Failed = true
-	case msg == "SyncProxyRules complete" && len(l.syncs) > 0:
+	case (msg == "SyncProxyRules complete" || msg == "syncProxyRules complete") && len(l.syncs) > 0:
 		s := &l.syncs[len(l.syncs)-1]
 		if s.End < 0 {
 			s.End = now
@@ -226,15 +226,15 @@ func (l *SyncLog) info(msg string, kv []any) {
 	}
 }
 
-// syncSink passes every message up to verbosity 2 to its SyncLog; the
-// rest is dropped.
+// syncSink passes every message up to verbosity 4 (the IPVS proxier's
+// completion line) to its SyncLog; the rest is dropped.
 type syncSink struct {
 	l    *SyncLog
 	vals []any
 }
 
 func (s *syncSink) Init(logr.RuntimeInfo)  {}
-func (s *syncSink) Enabled(level int) bool { return level <= 2 }
+func (s *syncSink) Enabled(level int) bool { return level <= 4 }
 func (s *syncSink) Info(_ int, msg string, kv ...any) {
 	s.l.info(msg, append(append([]any(nil), s.vals...), kv...))
 }

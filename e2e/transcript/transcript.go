@@ -95,7 +95,8 @@ var faultFormats = []string{"next %d restores fail", "next %d transactions fail"
 // replayable are the step kinds a transcript carries to another
 // implementation: object writes (as the writes they made), faults,
 // restarts; notes change nothing, and a client connection only fills the
-// tracer's affinity history, never a proxier's rules.
+// tracer's affinity history, never a proxier's rules (the IPVS mode's
+// connections are trace.Conn events, listed: its fake keeps them).
 // The controllers' steps (pods made ready, rolling updates, ingress
 // churn) write Pods and Ingresses, which a proxy does not watch; the
 // EndpointSlice writes they cause are in the transcript like any other.
@@ -151,6 +152,12 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 				case trace.Step:
 					t.Steps = append(t.Steps, Step{At: at, Op: e.Op, Detail: e.Detail})
 					t.step(at, e)
+				case trace.Conn:
+					// The fake IPVS keeps connections: they count in
+					// ActiveConn/InActConn, graceful termination waits
+					// for them, persistence templates pin them.
+					// Upstream's fake IPVS has no connection table.
+					t.unsupported(fmt.Sprintf("client connection (first at %v): proxysim's fake IPVS keeps it (connection counts, graceful termination, persistence templates); upstream's fake IPVS has no connection table", at))
 				}
 			})
 			return w.Subscribe(rec)
@@ -223,7 +230,7 @@ func whyNot(op string) string {
 	case "syncCost":
 		return "a sync's cost in virtual time; kube-proxy's CPU time is zero in a bubble"
 	case "ipvs":
-		return "an operator's ipvsadm on the kernel; IPVS mode is not replayed in the bubble"
+		return "an operator's ipvsadm on the kernel behind the proxy's back; no counterpart through API objects"
 	default:
 		return "no counterpart in kube-proxy's code driven through API objects"
 	}
