@@ -93,7 +93,7 @@ NFT_SEQUENCES ?= 1000
 SEED ?= 1
 
 ## upstream-bubble: kube-proxy's own code end to end in a testing/synctest bubble against proxysim's
-## replay of the same library scenarios: v1.36's iptables and nftables proxiers (e2e/upstream), v1.33's
+## replay of the same library scenarios: v1.36's iptables, nftables and IPVS proxiers (e2e/upstream), v1.33's
 ## iptables proxier with the burst runner (e2e/upstream133); BUBBLE_RUNS replays each, GOMAXPROCS 1 and 2
 upstream-bubble:
 	bash netns/hostdeps.sh
