@@ -1,7 +1,8 @@
 package upstream
 
 // kube-proxy v1.36's own code end to end in virtual time: the library's
-// iptables and nftables scenarios, replayed once by proxysim's engine on
+// iptables, nftables and IPVS scenarios (IPVS in bubble_ipvs_test.go),
+// replayed once by proxysim's engine on
 // its virtual clock (e2e/transcript records the writes, faults, restarts
 // and every sync with the dataplane it left) and once by kube-proxy's
 // proxier — fake clientset, real shared informers, kube-proxy's config
@@ -88,9 +89,9 @@ func libraryOfMode(t *testing.T, mode string) []*scenarios.Scenario {
 	return out
 }
 
-// generation is the kube-proxy release line a scenario's proxy.version
-// names: the burst runner up to v1.33, the cooldown runner from v1.34
-// (which v1.36 has too).
+// burstGeneration reports whether a scenario's proxy.version names a
+// burst-runner release (up to v1.33); from v1.34 the cooldown runner,
+// which v1.36 has too.
 func burstGeneration(s *scenarios.Scenario) bool {
 	v := strings.TrimPrefix(s.Proxy.Version, "v")
 	var major, minor int
