@@ -5,7 +5,7 @@ FUZZTIME ?= 20s
 # The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
 SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-bubble build e2e-vm vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
 
 all: vet test
 
@@ -88,7 +88,7 @@ e2e-browser:
 ## upstream: the trackers and the iptables proxier side by side with
 ## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES
 upstream:
-	cd e2e/upstream && $(GO) test -count=1 -v ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -v -skip 'InBubble|BubbleComparison' ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
 
 SEQUENCES ?= 10000
 IPT_SEQUENCES ?= $(SEQUENCES)
@@ -104,5 +104,15 @@ upstream-nftables:
 
 NFT_SEQUENCES ?= 1000
 SEED ?= 1
+
+## upstream-bubble: kube-proxy's own code end to end in a testing/synctest bubble against proxysim's
+## replay of the same library scenarios: v1.36's iptables, nftables and IPVS proxiers (e2e/upstream), v1.33's
+## iptables proxier with the burst runner (e2e/upstream133); BUBBLE_RUNS replays each, GOMAXPROCS 1 and 2
+upstream-bubble:
+	bash netns/hostdeps.sh
+	cd e2e/upstream && for p in 1 2; do PROXYSIM_BUBBLE_REQUIRED=1 GOMAXPROCS=$$p $(GO) test -count=1 -v -run 'InBubble|BubbleComparison' . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
+	cd e2e/upstream133 && for p in 1 2; do GOMAXPROCS=$$p $(GO) test -count=1 -v . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
+
+BUBBLE_RUNS ?= 5
 
 ci: vet test race fuzz upstream

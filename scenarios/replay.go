@@ -46,6 +46,11 @@ type Options struct {
 	// replay goes (the report page snapshots it after each run) needs no
 	// trace kept in memory.
 	Follow func(e trace.Event, dp Dataplane)
+	// World, if set, is called once the world is built, before the
+	// scenario's objects are created and the proxy starts: an observer
+	// (e2e/upstream's replay of kube-proxy's own code in a synctest
+	// bubble) may subscribe a consumer or watch the trace.
+	World func(w *sim.World) error
 }
 
 // Failure is one expectation that did not hold.
@@ -220,6 +225,11 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	w.Trace.Observe(countOp)
 	if opts.Follow != nil {
 		w.Trace.Observe(func(e trace.Event) { opts.Follow(e, dp) })
+	}
+	if opts.World != nil {
+		if err := opts.World(w); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.File, err)
+		}
 	}
 	if opts.TraceKeep > 0 {
 		w.Trace.Keep(opts.TraceKeep)
