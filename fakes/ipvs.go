@@ -3,6 +3,7 @@ package fakes
 import (
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"time"
 
@@ -250,6 +251,14 @@ func (f *IPVS) DeleteRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error
 		return err
 	}
 	d.available = false
+	if f.kernel.AtLeast(5, 9) && f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {
+		// From 5.9 deleting a destination with expire_nodest_conn queues
+		// work (a jiffy later) that drops every entry still bound to it and
+		// each template left controlling none (ip_vs_ctl.c ip_vs_del_dest,
+		// ip_vs_conn.c ip_vs_expire_nodest_conn_flush), so the table loses
+		// them at deletion, not at their next packet.
+		f.flushNodest(f.now())
+	}
 	for i, o := range s.dests {
 		if o == d {
 			if s.rrLast == d {
@@ -557,6 +566,27 @@ func before(a, b *conn) bool {
 	return a.vsKey < b.vsKey
 }
 
+// flushNodest drops the connections whose destination is gone, and then
+// their templates once those control nothing, as the kernel's nodest flush
+// does; a template that still controls an entry stays.
+func (f *IPVS) flushNodest(at time.Time) {
+	keys := make([]string, 0, len(f.conns))
+	for k := range f.conns {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c := f.conns[k]
+		if c.dest.available {
+			continue
+		}
+		f.drop(c, at)
+		if t := c.template; t != nil && t.nControl == 0 {
+			delete(f.templates, hostOf(t.client)+"|"+t.vsKey)
+		}
+	}
+}
+
 // drop removes one entry that expired at instant at.
 func (f *IPVS) drop(c *conn, at time.Time) {
 	if c.isTemplate {
@@ -586,8 +616,14 @@ func (f *IPVS) stateTimeout(state string) time.Duration {
 		return CloseTimeout
 	case "UDP":
 		return t.UDP
+	case "ESTABLISHED":
+		// An idle established entry expires after the TCP timeout; every
+		// packet IPVS forwards re-arms it (ip_vs_conn.c ip_vs_conn_put),
+		// a packet it drops does not (ip_vs_in puts the entry back with
+		// __ip_vs_conn_put, which leaves the timer alone).
+		return t.TCP
 	}
-	return 0 // ESTABLISHED: kept alive by the client in proxysim's stories
+	return 0
 }
 
 func (f *IPVS) timeoutsLocked() ipvs.Timeouts {
@@ -662,17 +698,19 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		reuse := f.sysctlValue(ipvs.SysctlConnReuseMode)
 		nodest := f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1
 		oldCT := f.usesOldConntrack()
-		// From 5.9 (ip_vs_in after "ipvs: allow connection reuse for
-		// unconfirmed conntrack") a quiescent destination with
-		// expire_nodest_conn reschedules whatever conn_reuse_mode says;
-		// before, both rules sat under conn_reuse_mode != 0.
-		nodestFirst := f.kernel.AtLeast(5, 9)
-		if proto == "TCP" && (reuse != 0 || nodestFirst) {
+		// ip_vs_core.c ip_vs_in, for a SYN that finds an entry. A quiescent
+		// destination with expire_nodest_conn reschedules; until "ipvs: Fix
+		// reuse connection if RS weight is 0" (5.16, and stable updates of
+		// older series from December 2021) only under conn_reuse_mode != 0.
+		// conn_reuse_mode != 0 also reschedules an entry that is not
+		// controlled by a template and is in TIME_WAIT or CLOSE
+		// (is_new_conn_expected).
+		if proto == "TCP" {
 			resched := false
 			switch {
-			case nodest && old.dest.available && old.dest.rs.Weight == 0:
+			case nodest && old.dest.available && old.dest.rs.Weight == 0 && (reuse != 0 || f.quiescentReschedAnyMode()):
 				resched = true
-			case reuse != 0 && old.template == nil && old.state == "TIME_WAIT":
+			case reuse != 0 && old.template == nil && (old.state == "TIME_WAIT" || old.state == "CLOSE"):
 				resched = true
 			}
 			if resched {
@@ -684,11 +722,17 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 			}
 		}
 		if !old.dest.available {
-			// The destination is gone: the packet is dropped; with
-			// expire_nodest_conn the entry goes too, so the retransmitted SYN
-			// is scheduled afresh.
+			// The destination is gone. With expire_nodest_conn the entry
+			// goes; from 5.9 the SYN then goes on to be scheduled afresh
+			// (its conntrack entry is new, unconfirmed), before 5.9 it is
+			// dropped and its retransmission, a second later, is scheduled.
+			// Without expire_nodest_conn the SYN is dropped and the entry
+			// stays.
 			if nodest {
 				f.drop(old, at)
+				if f.kernel.AtLeast(5, 9) {
+					return f.newConn(name, proto, client, vsKey, at)
+				}
 			}
 			return nil, true, nil
 		}
@@ -703,6 +747,15 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		return old, false, nil
 	}
 	return f.newConn(name, proto, client, vsKey, at)
+}
+
+// quiescentReschedAnyMode reports whether the kernel reschedules a SYN whose
+// entry points at a quiescent destination (with expire_nodest_conn) whatever
+// conn_reuse_mode says: mainline from 5.16 (commit c95c07836fa4). The
+// stable series before it got the fix in their updates of December 2021,
+// which a bare version number cannot show: the fake follows mainline there.
+func (f *IPVS) quiescentReschedAnyMode() bool {
+	return f.kernel.AtLeast(5, 16)
 }
 
 // usesOldConntrack reports whether, on a reused port, the kernel finds an
@@ -819,6 +872,7 @@ func (f *IPVS) Ping(name string, _ time.Duration) error {
 		return ipvs.ErrReset
 	}
 	if c.dest.available {
+		c.expires = expiry(f.now(), f.stateTimeout(c.state))
 		return nil
 	}
 	if f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {
