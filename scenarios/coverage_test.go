@@ -31,7 +31,7 @@ var scenarioFeatures = []string{
 	"nextRun.at", "nextRun.reason", "nextRun.none",
 	// the operator's vocabulary (IPVS mode)
 	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
-	"sends", "timeouts", "connExpiry", "arp",
+	"sends", "timeouts", "connExpiry", "arp", "arpSender",
 	// the iptables mode's
 	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
 	// proxy.config: a kube-proxy configuration file

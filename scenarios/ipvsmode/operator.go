@@ -32,6 +32,7 @@ var _ = func() bool {
 		func() scenarios.Expectation { return &timeoutsExpect{} },
 		func() scenarios.Expectation { return &expiryExpect{} },
 		func() scenarios.Expectation { return &arpExpect{} },
+		func() scenarios.Expectation { return &arpSenderExpect{} },
 	)
 	return true
 }()
@@ -466,6 +467,48 @@ func (e *arpExpect) Check(r *scenarios.Run) {
 		}
 		if got != e.ARP[ip] {
 			r.Fail(p, "arp."+ip, e.ARP[ip], got)
+		}
+	}
+}
+
+// arpSenderExpect: `arpSender: {SRC: SENDER}`, the sender address the node
+// names in its ARP request when a datagram from SRC (a kube-ipvs0 address)
+// leaves for a neighbour on the client's segment (strictARP's
+// arp_announce).
+type arpSenderExpect struct {
+	ARPSender map[string]string `yaml:"arpSender"`
+	Src       scenarios.Src
+}
+
+func (e *arpSenderExpect) Validate(v *scenarios.Validator) {
+	for _, ip := range slices.Sorted(maps.Keys(e.ARPSender)) {
+		p := e.Src.At("arpSender")
+		p.Path += "." + ip
+		if net.ParseIP(ip) == nil {
+			v.Errorf(p, "%q is not an IP address", ip)
+		}
+		if net.ParseIP(e.ARPSender[ip]) == nil {
+			v.Errorf(p, "want the sender IP address, got %q", e.ARPSender[ip])
+		}
+	}
+}
+
+func (e *arpSenderExpect) Check(r *scenarios.Run) {
+	d := dataplaneOf(r)
+	for _, ip := range slices.Sorted(maps.Keys(e.ARPSender)) {
+		p := e.Src.At("arpSender")
+		p.Path += "." + ip
+		if d.arpSender == nil {
+			r.Fail(p, "arpSender."+ip, e.ARPSender[ip], "the "+d.name+" dataplane cannot send")
+			continue
+		}
+		d.pace()
+		got, err := d.arpSender(ip)
+		if err != nil {
+			got = err.Error()
+		}
+		if got != e.ARPSender[ip] {
+			r.Fail(p, "arpSender."+ip, e.ARPSender[ip], got)
 		}
 	}
 }
