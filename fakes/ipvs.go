@@ -67,6 +67,9 @@ type conn struct {
 	state    string
 	expires  time.Time // zero: does not expire by itself
 	template *conn     // the persistence template controlling this conn
+	// abandoned: the client forgot the connection without a word; a SYN
+	// from its address and port finds the entry still ESTABLISHED.
+	abandoned bool
 	// Template fields.
 	isTemplate bool
 	nControl   int
@@ -692,7 +695,7 @@ func (f *IPVS) Connect(name, protocol, client, service string) ipvs.ConnectResul
 func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool, error) {
 	key := f.connKey(proto, client, vsKey)
 	if old, ok := f.conns[key]; ok {
-		if old.state == "ESTABLISHED" && proto == "TCP" {
+		if old.state == "ESTABLISHED" && proto == "TCP" && !old.abandoned {
 			return nil, false, fmt.Errorf("client %s is already connected to %s", client, vsKey)
 		}
 		reuse := f.sysctlValue(ipvs.SysctlConnReuseMode)
@@ -721,6 +724,17 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 				return f.newConn(name, proto, client, vsKey, at)
 			}
 		}
+		if old.state == "ESTABLISHED" && proto == "TCP" && old.dest.available {
+			// Not rescheduled: the SYN is forwarded on the abandoned entry
+			// to the old server, whose socket still holds the connection
+			// and answers with a challenge ACK (net/ipv4/tcp_input.c); the
+			// client, which sent a SYN, answers that with a reset, which
+			// closes the server's socket and moves the entry to CLOSE.
+			// The connect goes on with the SYN retransmitted a second
+			// later, which meets an entry in CLOSE.
+			old.state, old.expires, old.abandoned = "CLOSE", at.Add(CloseTimeout), false
+			return nil, true, nil
+		}
 		if !old.dest.available {
 			// The destination is gone. With expire_nodest_conn the entry
 			// goes; from 5.9 the SYN then goes on to be scheduled afresh
@@ -738,7 +752,7 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		}
 		// Reuse the entry: the new connection goes where the old one went,
 		// weight 0 or not.
-		old.state = "ESTABLISHED"
+		old.state, old.abandoned = "ESTABLISHED", false
 		old.name = name
 		if proto == "UDP" {
 			old.state = "UDP"
@@ -854,6 +868,24 @@ func (f *IPVS) Reset(name string) error {
 	f.expire(now)
 	if c.state != "GONE" && c.proto == "TCP" {
 		c.state, c.expires = "CLOSE", now.Add(CloseTimeout)
+	}
+	return nil
+}
+
+// Abandon forgets a named connection on the client's side without a
+// packet: the entry stays ESTABLISHED until it expires or a SYN from the
+// same address and port finds it.
+func (f *IPVS) Abandon(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.named[name]
+	if !ok {
+		return fmt.Errorf("no connection named %q", name)
+	}
+	delete(f.named, name)
+	f.expire(f.now())
+	if c.state == "ESTABLISHED" {
+		c.abandoned = true
 	}
 	return nil
 }

@@ -317,6 +317,39 @@ func (t *Topology) Reset(name string) error {
 	return c.c.Close()
 }
 
+// Abandon destroys the client's socket without a packet: in TCP repair
+// mode (TCP_REPAIR, what checkpoint/restore tools use) a close sends
+// neither FIN nor RST, so the node's IPVS entry stays ESTABLISHED and the
+// backend's socket stays open, as when a client vanishes.
+func (t *Topology) Abandon(name string) error {
+	c, err := t.take(name)
+	if err != nil {
+		return err
+	}
+	tc, ok := c.c.(*net.TCPConn)
+	if !ok {
+		return c.c.Close()
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_TCP, tcpRepair, 1)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		tc.Close()
+		return fmt.Errorf("TCP_REPAIR: %w", serr)
+	}
+	return tc.Close()
+}
+
+// tcpRepair is TCP_REPAIR (include/uapi/linux/tcp.h).
+const tcpRepair = 19
+
 // Ping sends a line on an open connection and waits up to timeout for the
 // answer: it fails if the path through IPVS is gone.
 func (t *Topology) Ping(name string, timeout time.Duration) error {

@@ -75,7 +75,7 @@ func NeedsClient(s *scenarios.Scenario) bool {
 	for _, st := range s.Timeline {
 		for _, a := range st.Actions {
 			switch a.(type) {
-			case *sendStep, *resetStep:
+			case *sendStep, *resetStep, *abandonStep:
 				return true
 			}
 		}
@@ -118,6 +118,10 @@ func (p pacedClient) Ping(name string, timeout time.Duration) error {
 func (p pacedClient) Reset(name string) error {
 	p.pace()
 	return p.c.Reset(name)
+}
+func (p pacedClient) Abandon(name string) error {
+	p.pace()
+	return p.c.Abandon(name)
 }
 func (p pacedClient) ARP(addr string) (bool, error) {
 	p.pace()

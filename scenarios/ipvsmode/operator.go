@@ -26,6 +26,7 @@ var _ = func() bool {
 		func() scenarios.Action { return &sysctlsStep{} },
 		func() scenarios.Action { return &sendStep{} },
 		func() scenarios.Action { return &resetStep{} },
+		func() scenarios.Action { return &abandonStep{} },
 	)
 	plugins.expectations = append(plugins.expectations,
 		func() scenarios.Expectation { return &sendsExpect{} },
@@ -511,4 +512,36 @@ func (e *arpSenderExpect) Check(r *scenarios.Run) {
 			r.Fail(p, "arpSender."+ip, e.ARPSender[ip], got)
 		}
 	}
+}
+
+// abandonStep makes the client forget a connection without a packet:
+// `abandon: {conn: NAME}`. Its entry stays ESTABLISHED (a client pod gone
+// without closing, whose address and port come back later).
+type abandonStep struct {
+	Abandon *ConnRef `yaml:"abandon"`
+}
+
+func (s *abandonStep) Validate(v *scenarios.Validator) {
+	if s.Abandon == nil {
+		return
+	}
+	st := connsOf(v)
+	if !st.open[s.Abandon.Conn] {
+		v.Errorf(s.Abandon.Src.At("conn"), "no open connection named %q", s.Abandon.Conn)
+	}
+	delete(st.open, s.Abandon.Conn)
+}
+
+func (s *abandonStep) Do(r *scenarios.Run) error {
+	c, d := s.Abandon, dataplaneOf(r)
+	if c == nil {
+		return nil
+	}
+	snd, ok := d.traffic.(ipvs.Sender)
+	if !ok {
+		return fmt.Errorf("the %s dataplane cannot abandon connections", d.name)
+	}
+	d.pace()
+	r.Trace(trace.Event{Kind: trace.Conn, Op: "abandon", Object: c.Conn})
+	return snd.Abandon(c.Conn)
 }
