@@ -727,13 +727,14 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		if old.state == "ESTABLISHED" && proto == "TCP" && old.dest.available {
 			// Not rescheduled: the SYN is forwarded on the abandoned entry
 			// to the old server, whose socket still holds the connection
-			// and answers with a challenge ACK (net/ipv4/tcp_input.c); the
-			// client, which sent a SYN, answers that with a reset, which
-			// closes the server's socket and moves the entry to CLOSE.
-			// The connect goes on with the SYN retransmitted a second
-			// later, which meets an entry in CLOSE.
+			// and answers with a challenge ACK; the client, in SYN_SENT,
+			// resets (closing the server's socket and moving the entry to
+			// CLOSE) and sends its SYN again at once, not after its 1s
+			// timer (net/ipv4/tcp_input.c tcp_rcv_synsent_state_process
+			// re-arms it at TCP_TIMEOUT_MIN). That SYN meets an entry in
+			// CLOSE. Measured: ~30ms on 6.1 under QEMU.
 			old.state, old.expires, old.abandoned = "CLOSE", at.Add(CloseTimeout), false
-			return nil, true, nil
+			return f.syn(name, proto, client, vsKey, at)
 		}
 		if !old.dest.available {
 			// The destination is gone. With expire_nodest_conn the entry
