@@ -88,6 +88,7 @@ const (
 	DefaultUDPTimeout      = 5 * time.Minute
 	TimeWaitTimeout        = 2 * time.Minute
 	CloseTimeout           = 10 * time.Second
+	CloseWaitTimeout       = 60 * time.Second
 	synRetransmitsFirstGap = time.Second
 	synMaxRetries          = 6
 )
@@ -617,6 +618,8 @@ func (f *IPVS) stateTimeout(state string) time.Duration {
 		return TimeWaitTimeout
 	case "CLOSE":
 		return CloseTimeout
+	case "CLOSE_WAIT":
+		return CloseWaitTimeout
 	case "UDP":
 		return t.UDP
 	case "ESTABLISHED":
@@ -869,6 +872,25 @@ func (f *IPVS) Reset(name string) error {
 	f.expire(now)
 	if c.state != "GONE" && c.proto == "TCP" {
 		c.state, c.expires = "CLOSE", now.Add(CloseTimeout)
+	}
+	return nil
+}
+
+// Shutdown models a client FIN on a connection whose server keeps its own
+// side open: a FIN from the client moves an ESTABLISHED entry to
+// CLOSE_WAIT (ip_vs_proto_tcp.c, its state table), which lasts 60s.
+func (f *IPVS) Shutdown(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.named[name]
+	if !ok {
+		return fmt.Errorf("no connection named %q", name)
+	}
+	delete(f.named, name)
+	now := f.now()
+	f.expire(now)
+	if c.state == "ESTABLISHED" && c.proto == "TCP" {
+		c.state, c.expires = "CLOSE_WAIT", now.Add(CloseWaitTimeout)
 	}
 	return nil
 }

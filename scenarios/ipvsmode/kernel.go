@@ -75,7 +75,7 @@ func NeedsClient(s *scenarios.Scenario) bool {
 	for _, st := range s.Timeline {
 		for _, a := range st.Actions {
 			switch a.(type) {
-			case *sendStep, *resetStep, *abandonStep:
+			case *sendStep, *resetStep, *abandonStep, *shutdownStep:
 				return true
 			}
 		}
@@ -122,6 +122,10 @@ func (p pacedClient) Reset(name string) error {
 func (p pacedClient) Abandon(name string) error {
 	p.pace()
 	return p.c.Abandon(name)
+}
+func (p pacedClient) Shutdown(name string) error {
+	p.pace()
+	return p.c.Shutdown(name)
 }
 func (p pacedClient) ARP(addr string) (bool, error) {
 	p.pace()

@@ -27,6 +27,7 @@ var _ = func() bool {
 		func() scenarios.Action { return &sendStep{} },
 		func() scenarios.Action { return &resetStep{} },
 		func() scenarios.Action { return &abandonStep{} },
+		func() scenarios.Action { return &shutdownStep{} },
 	)
 	plugins.expectations = append(plugins.expectations,
 		func() scenarios.Expectation { return &sendsExpect{} },
@@ -544,4 +545,35 @@ func (s *abandonStep) Do(r *scenarios.Run) error {
 	d.pace()
 	r.Trace(trace.Event{Kind: trace.Conn, Op: "abandon", Object: c.Conn})
 	return snd.Abandon(c.Conn)
+}
+
+// shutdownStep closes the client's sending side while the server keeps
+// its own open: `shutdown: {conn: NAME}`. The entry waits in CLOSE_WAIT.
+type shutdownStep struct {
+	Shutdown *ConnRef `yaml:"shutdown"`
+}
+
+func (s *shutdownStep) Validate(v *scenarios.Validator) {
+	if s.Shutdown == nil {
+		return
+	}
+	st := connsOf(v)
+	if !st.open[s.Shutdown.Conn] {
+		v.Errorf(s.Shutdown.Src.At("conn"), "no open connection named %q", s.Shutdown.Conn)
+	}
+	delete(st.open, s.Shutdown.Conn)
+}
+
+func (s *shutdownStep) Do(r *scenarios.Run) error {
+	c, d := s.Shutdown, dataplaneOf(r)
+	if c == nil {
+		return nil
+	}
+	snd, ok := d.traffic.(ipvs.Sender)
+	if !ok {
+		return fmt.Errorf("the %s dataplane cannot shut connections down", d.name)
+	}
+	d.pace()
+	r.Trace(trace.Event{Kind: trace.Conn, Op: "shutdown", Object: c.Conn})
+	return snd.Shutdown(c.Conn)
 }

@@ -19,6 +19,9 @@ type Sender interface {
 	// socket or whole namespace goes away, until it expires or a packet
 	// from the same address and port comes.
 	Abandon(name string) error
+	// Shutdown closes the client's sending side (a FIN) while the server
+	// keeps its own side open: the entry waits in CLOSE_WAIT.
+	Shutdown(name string) error
 }
 
 // TimeoutReader reads the timeouts in force, as `ipvsadm -L --timeout`
