@@ -5,7 +5,7 @@ FUZZTIME ?= 20s
 # The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
 SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-bubble build e2e-vm vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
 
 all: vet test
 
@@ -59,6 +59,21 @@ e2e-vm: build
 	bash netns/vm/deps.sh
 	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
 	bin/proxysim vm --release "$(VM_RELEASE)" bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v
+
+## e2e-vm-matrix: the kernel suite (label kernel) on the cloud kernels of
+## bullseye (5.10), bookworm (6.1) and trixie (6.12), each resolved with its
+## release's -updates and -security suites; prints each kernel's time and
+## fails, after running all, if any failed
+VM_RELEASES ?= bullseye bookworm trixie
+e2e-vm-matrix: build
+	bash netns/vm/deps.sh
+	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
+	@failed=""; total=0; for r in $(VM_RELEASES); do \
+	  echo "== kernel suite on $$r's cloud kernel"; start=$$(date +%s); \
+	  bin/proxysim vm --release $$r bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v || failed="$$failed $$r"; \
+	  t=$$(( $$(date +%s) - start )); total=$$(( total + t )); echo "== $$r: $${t}s"; \
+	done; echo "== kernel matrix: $${total}s in all"; \
+	if [ -n "$$failed" ]; then echo "== the kernel suite failed on:$$failed"; exit 1; fi
 
 ## vm-kill-test: SIGKILL a running `proxysim vm`; its QEMU must die with it and
 ## the next run must remove its temp folder (fails, never skips, without QEMU)

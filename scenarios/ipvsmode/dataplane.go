@@ -31,6 +31,7 @@ type Dataplane struct {
 	sysctlsWritten bool
 	sends          map[string]string
 	arp            func(addr string) (bool, error)
+	arpSender      func(src string) (string, error)
 	pace           func()
 }
 
