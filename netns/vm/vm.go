@@ -410,7 +410,8 @@ type kernel struct {
 	dir, version, vmlinuz string
 }
 
-// ensureKernel downloads and unpacks the current bookworm cloud kernel into
+// ensureKernel downloads and unpacks the current cloud kernel of the release
+// that the apt options resolve (the host's own, or Options.Release's) into
 // the cache, once.
 func ensureKernel(ctx context.Context, cache string, apt []string) (kernel, error) {
 	out, err := exec.CommandContext(ctx, "apt-cache", append(apt, "depends", "linux-image-cloud-amd64")...).Output()
