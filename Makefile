@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables build e2e-vm vm-kill-test e2e-netns e2e-host ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm build e2e-vm vm-kill-test e2e-netns e2e-host ci
 
 all: vet test
 
@@ -91,5 +91,14 @@ upstream-nftables:
 
 NFT_SEQUENCES ?= 1000
 SEED ?= 1
+
+## upstream-ipvs-vm: kube-proxy v1.36's IPVS proxier side by side with proxysim's on
+## the real kernel, each in a network namespace, in one boot of the QEMU VM
+upstream-ipvs-vm: build
+	bash netns/vm/deps.sh
+	cd e2e/upstream && CGO_ENABLED=0 $(GO) test -c -o ../../bin/upstream.test .
+	bin/proxysim vm --release "$(VM_RELEASE)" bin/upstream.test -test.run '^TestIPVSMatchesKubeProxy$$' -test.v -ipvs-sequences $(IPVS_SEQUENCES) -seed $(SEED)
+
+IPVS_SEQUENCES ?= 200
 
 ci: vet test race fuzz upstream

@@ -27,7 +27,11 @@ type Config struct {
 	Scheduler string
 	StrictARP bool
 	Timeouts  Timeouts
-	// NodeIPs are the addresses NodePort virtual servers listen on.
+	// NodeIPs are the node's own addresses: NodePort virtual servers listen
+	// on them, and an external or load-balancer IP among them is not bound
+	// to kube-ipvs0. kube-proxy finds them on the node's interfaces (every
+	// address of its family except loopback, IPv6 link-local and
+	// kube-ipvs0's own).
 	NodeIPs []string
 	// FullSyncPeriod forces a full reconcile this often (0: only at start and
 	// after failures). kube-proxy's IPVS proxier reconciles in full on every
@@ -163,11 +167,14 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 			external = sel.Local
 		}
 		add(p.clusterIPText(sp.ClusterIP), sp.Port, sp, internal, true)
+		// An external or load-balancer IP that is already one of the
+		// node's own addresses is not bound to the dummy device
+		// (kube-proxy's syncProxyRules: shouldBind).
 		for _, ip := range sp.ExternalIPs {
-			add(ip, sp.Port, sp, external, true)
+			add(ip, sp.Port, sp, external, !p.isNodeIP(ip))
 		}
 		for _, ip := range sp.LoadBalancerIPs {
-			add(ip, sp.Port, sp, external, true)
+			add(ip, sp.Port, sp, external, !p.isNodeIP(ip))
 		}
 		if sp.NodePort != 0 {
 			for _, ip := range p.cfg.NodeIPs {
@@ -175,6 +182,23 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 			}
 		}
 	}
+}
+
+// isNodeIP reports whether addr is one of Config.NodeIPs.
+func (p *Proxier) isNodeIP(addr string) bool {
+	if len(p.cfg.NodeIPs) == 0 {
+		return false
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	for _, n := range p.cfg.NodeIPs {
+		if b, err := netip.ParseAddr(n); err == nil && b.Unmap() == a.Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Proxier) clusterIPText(ip net.IP) string {
