@@ -73,11 +73,15 @@ type ipvsConfig struct {
 	// nodeAddrs are put on eth0 in both namespaces (both families);
 	// upstream finds them itself, proxysim gets the family's as NodeIPs.
 	nodeAddrs []string
+	// reconcile makes every proxysim sync a full one (FullSyncPeriod 1s,
+	// its clock stepped 1s per sync), as kube-proxy's are; only such
+	// sequences also get outside changes to the kernel (meddle).
+	reconcile bool
 }
 
 func (c ipvsConfig) String() string {
-	return fmt.Sprintf("family=%s zone=%q scheduler=%s strictARP=%v timeouts=%v/%v/%v node=%v",
-		c.family, c.zone, c.scheduler, c.strictARP, c.timeouts.TCP, c.timeouts.TCPFin, c.timeouts.UDP, c.nodeAddrs)
+	return fmt.Sprintf("family=%s zone=%q scheduler=%s strictARP=%v timeouts=%v/%v/%v node=%v reconcile=%v",
+		c.family, c.zone, c.scheduler, c.strictARP, c.timeouts.TCP, c.timeouts.TCPFin, c.timeouts.UDP, c.nodeAddrs, c.reconcile)
 }
 
 func randomIPVSConfig(r *rand.Rand) ipvsConfig {
@@ -95,6 +99,7 @@ func randomIPVSConfig(r *rand.Rand) ipvsConfig {
 	v4 := [][]string{{"192.168.0.2"}, {"192.168.0.2", "198.51.100.1"}, {"192.168.0.2", "10.100.0.1"}}[r.Intn(3)]
 	v6 := [][]string{{"fd00:192::2"}, {"fd00:192::2", "2001:db8::1"}, {"fd00:192::2", "fd00:100::1"}}[r.Intn(3)]
 	c.nodeAddrs = append(append(c.nodeAddrs, v4...), v6...)
+	c.reconcile = r.Intn(2) == 0
 	return c
 }
 
@@ -197,6 +202,7 @@ type ipvsPair struct {
 	o          *proxy.Proxier
 	oBack      *ipvs.Proxier
 	oIPVS      *netns.IPVS
+	clk        *clocktesting.FakeClock
 	restarts   int
 	lastKTable string
 }
@@ -272,8 +278,12 @@ func (p *ipvsPair) startOurs() error {
 		p.oIPVS.Close()
 	}
 	p.oIPVS = h
-	clk := clocktesting.NewFakeClock(vclock.Epoch)
-	back, err := ipvs.New(ipvs.Config{Scheduler: p.cfg.scheduler, StrictARP: p.cfg.strictARP, Timeouts: p.cfg.timeouts, NodeIPs: p.cfg.familyAddrs()}, dp, clk, func(op ipvs.Op) {
+	p.clk = clocktesting.NewFakeClock(vclock.Epoch)
+	c := ipvs.Config{Family: p.cfg.family, Scheduler: p.cfg.scheduler, StrictARP: p.cfg.strictARP, Timeouts: p.cfg.timeouts, NodeIPs: p.cfg.familyAddrs()}
+	if p.cfg.reconcile {
+		c.FullSyncPeriod = time.Second
+	}
+	back, err := ipvs.New(c, dp, p.clk, func(op ipvs.Op) {
 		ipvsOps[op.Name]++
 		if op.Err != nil {
 			ipvsOps[op.Name+" failed"]++
@@ -404,6 +414,7 @@ func (p *ipvsPair) sync() (ipvsStats, error) {
 	if err != nil {
 		return ipvsStats{}, err
 	}
+	p.clk.Step(time.Second)
 	if !p.o.Initialized() {
 		_ = p.o.OnServicesSynced()
 		err = p.o.OnEndpointSlicesSynced()
@@ -559,11 +570,90 @@ func matchPorts(g *gen, s *discovery.EndpointSlice) {
 	}
 }
 
+// meddle changes both kernels the same way behind the proxiers' backs, as
+// an administrator or another program might, and describes the change. It
+// picks from what upstream's namespace holds, which the last comparison
+// found identical to proxysim's.
+func (p *ipvsPair) meddle(r *rand.Rand) (string, error) {
+	svcs, err := p.kSide.dump.GetServices()
+	if err != nil {
+		return "", err
+	}
+	sort.Slice(svcs, func(i, j int) bool { return svcKey(svcs[i]) < svcKey(svcs[j]) })
+	sides := []*ipvsSide{p.kSide, p.oSide}
+	// Adding what is already there (a stray of the other family stays)
+	// fails alike on both sides and changes nothing.
+	each := func(f func(*ipvsSide) error) error {
+		for _, s := range sides {
+			if err := f(s); err != nil && !errors.Is(err, syscall.EEXIST) {
+				return err
+			}
+		}
+		return nil
+	}
+	// A stray virtual server and a stray address, of either family.
+	strayIP := []string{"10.99.0.1", "fd00:99::1"}[r.Intn(2)]
+	switch k := r.Intn(6); {
+	case k == 0 && len(svcs) > 0:
+		svc := svcs[r.Intn(len(svcs))]
+		return "delete-vs " + svcKey(svc), each(func(s *ipvsSide) error { return s.dump.DelService(svc) })
+	case k == 1 && len(svcs) > 0:
+		svc := svcs[r.Intn(len(svcs))]
+		dsts, err := p.kSide.dump.GetDestinations(svc)
+		if err != nil || len(dsts) == 0 {
+			return "nothing (no real server to touch)", err
+		}
+		sort.Slice(dsts, func(i, j int) bool { return dsts[i].Address.String() < dsts[j].Address.String() })
+		d := dsts[r.Intn(len(dsts))]
+		if r.Intn(2) == 0 {
+			return "delete-rs " + svcKey(svc) + " -> " + d.Address.String(), each(func(s *ipvsSide) error { return s.dump.DelDestination(svc, d) })
+		}
+		w := *d
+		w.Weight = 5
+		return "weight-rs " + svcKey(svc) + " -> " + d.Address.String(), each(func(s *ipvsSide) error { return s.dump.UpdateDestination(svc, &w) })
+	case k == 2:
+		addrs, err := devState(p.kSide.ns)
+		if err != nil || len(addrs) < 2 {
+			return "nothing (no address to unbind)", err
+		}
+		f := strings.Fields(addrs[1+r.Intn(len(addrs)-1)])
+		ip, _, _ := strings.Cut(f[len(f)-1], "/")
+		return "unbind " + ip, each(func(s *ipvsSide) error { return s.ns.Binder().Unbind(ipvs.DummyDevice, ip) })
+	case k == 3:
+		return "bind " + strayIP, each(func(s *ipvsSide) error {
+			if err := s.ns.Binder().EnsureDevice(ipvs.DummyDevice); err != nil {
+				return err
+			}
+			return s.ns.Binder().Bind(ipvs.DummyDevice, strayIP)
+		})
+	case k == 4:
+		ip := net.ParseIP(strayIP)
+		svc := &mobyipvs.Service{Address: ip, Protocol: syscall.IPPROTO_TCP, Port: 1234, SchedName: "rr", AddressFamily: syscall.AF_INET, Netmask: 0xffffffff}
+		if ip.To4() == nil {
+			svc.AddressFamily, svc.Netmask = syscall.AF_INET6, 128
+		}
+		return "add-vs " + svcKey(svc), each(func(s *ipvsSide) error { return s.dump.NewService(svc) })
+	case k == 5 && len(svcs) > 0:
+		svc := *svcs[r.Intn(len(svcs))]
+		svc.SchedName = "sh"
+		if svc.SchedName == svcs[0].SchedName {
+			svc.SchedName = "wrr"
+		}
+		return "update-vs " + svcKey(&svc) + " scheduler " + svc.SchedName, each(func(s *ipvsSide) error { return s.dump.UpdateService(&svc) })
+	}
+	return "nothing (empty table)", nil
+}
+
+func svcKey(s *mobyipvs.Service) string {
+	return protoName(s.Protocol) + " " + net.JoinHostPort(s.Address.String(), fmt.Sprint(s.Port))
+}
+
 // ipvsTotals adds up a run.
 type ipvsTotals struct {
 	syncs, restarts, nonEmpty                      int
 	virtualServers, realServers, addresses, sticky int
 	maxVS                                          int
+	meddles                                        map[string]int
 }
 
 func runIPVSSequence(seed int64, tot *ipvsTotals) error {
@@ -615,6 +705,14 @@ func runIPVSSequence(seed int64, tot *ipvsTotals) error {
 			}
 			what += ", then both restarted"
 		}
+		if cfg.reconcile && p.kSynced && r.Intn(3) == 0 {
+			m, err := p.meddle(r)
+			if err != nil {
+				return fmt.Errorf("%s: outside change after step %d: %w", cfg, step, err)
+			}
+			what += ", then outside both proxiers: " + m
+			tot.meddles[strings.Fields(m)[0]]++
+		}
 		st, err := p.sync()
 		if err != nil {
 			return fmt.Errorf("%s: sync after step %d (%s): %w", cfg, step, what, err)
@@ -645,7 +743,7 @@ func TestIPVSMatchesKubeProxy(t *testing.T) {
 		t.Logf("sweeping leftover namespaces: %v", err)
 	}
 	start := time.Now()
-	var tot ipvsTotals
+	tot := ipvsTotals{meddles: map[string]int{}}
 	for i := 0; i < *ipvsSequences; i++ {
 		seed := *seed0 + int64(i)
 		if err := runIPVSSequence(seed, &tot); err != nil {
@@ -656,6 +754,9 @@ func TestIPVSMatchesKubeProxy(t *testing.T) {
 		*ipvsSequences, *steps, tot.syncs, tot.restarts, time.Since(start).Round(time.Millisecond))
 	t.Logf("compared %d virtual servers (%d persistent, at most %d in one table, %d non-empty tables), %d real servers, %d kube-ipvs0 addresses",
 		tot.virtualServers, tot.sticky, tot.maxVS, tot.nonEmpty, tot.realServers, tot.addresses)
+	for _, k := range sortedKeys(tot.meddles) {
+		t.Logf("  outside changes %q: %d", k, tot.meddles[k])
+	}
 	for _, k := range sortedKeys(ipvsOps) {
 		t.Logf("  proxysim's %s operations: %d", k, ipvsOps[k])
 	}

@@ -38,6 +38,13 @@ type Config struct {
 	// sync; a full sync here leaves the kernel exactly as that would, and
 	// partial syncs leave it the same unless something else changed IPVS.
 	FullSyncPeriod time.Duration
+	// Family is the proxier's IP family: a full sync deletes stale virtual
+	// servers and unbinds stale kube-ipvs0 addresses of this family only,
+	// leaving the other family's to its own proxier, as kube-proxy's
+	// single-stack IPVS proxiers do (cleanLegacyService; the addresses it
+	// lists on kube-ipvs0 are of its family). "" (the world's, through
+	// Backend; otherwise any) treats every family as its own.
+	Family v1.IPFamily
 	// SyncFailsOnError makes a sync with a failed dataplane operation a
 	// failed run, so the runner's retry rules apply. kube-proxy's IPVS
 	// proxier never does this (it logs the failure and reports success); its
@@ -184,6 +191,27 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 	}
 }
 
+// ownsAddress reports whether a stale virtual server or kube-ipvs0 address
+// at addr is this proxier's to remove: one of its family, and not a
+// loopback address (kube-proxy never lists those as bound).
+func (p *Proxier) ownsAddress(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return true
+	}
+	a = a.Unmap()
+	if a.IsLoopback() {
+		return false
+	}
+	switch p.cfg.Family {
+	case v1.IPv4Protocol:
+		return a.Is4()
+	case v1.IPv6Protocol:
+		return a.Is6()
+	}
+	return true
+}
+
 // isNodeIP reports whether addr is one of Config.NodeIPs.
 func (p *Proxier) isNodeIP(addr string) bool {
 	if len(p.cfg.NodeIPs) == 0 {
@@ -315,6 +343,9 @@ func (p *Proxier) fullSync(s *proxy.SyncState, do func(string, string, error)) e
 	}
 	sort.Strings(stale)
 	for _, k := range stale {
+		if !p.ownsAddress(have[k].Address) {
+			continue
+		}
 		do("delete-vs", have[k].String(), p.dp.IPVS.DeleteVirtualServer(have[k]))
 	}
 	p.syncAddresses(wanted, bindNow, do)
@@ -555,7 +586,7 @@ func (p *Proxier) syncAddresses(wanted, bindNow map[string]bool, do func(string,
 	}
 	sort.Strings(cur)
 	for _, a := range cur {
-		if !wanted[a] {
+		if !wanted[a] && p.ownsAddress(a) {
 			do("unbind", a+" dev "+DummyDevice, p.dp.Addresses.Unbind(DummyDevice, a))
 		}
 	}

@@ -207,3 +207,37 @@ func TestExternalIPOnTheNodeIsNotBound(t *testing.T) {
 		t.Fatalf("both external IPs need a virtual server:\n%s", table)
 	}
 }
+
+// A full sync removes stale virtual servers and kube-ipvs0 addresses of
+// its own family only: the other family's belong to the other proxier of a
+// dual-stack node (kube-proxy's cleanLegacyService and its family-filtered
+// address listing).
+func TestFullSyncLeavesTheOtherFamilyAlone(t *testing.T) {
+	w, h, _, d := world(t, "6.1.0", ipvs.Config{})
+	for _, vs := range []ipvs.VirtualServer{
+		{Address: "10.99.0.1", Protocol: "TCP", Port: 1234, Scheduler: "rr"},
+		{Address: "fd00:99::1", Protocol: "TCP", Port: 1234, Scheduler: "rr"},
+	} {
+		if err := h.AddVirtualServer(vs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.EnsureDevice(ipvs.DummyDevice); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"10.99.0.1", "fd00:99::1"} {
+		if err := d.Bind(ipvs.DummyDevice, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	table, _ := ipvs.Table(h)
+	if strings.Contains(table, "10.99.0.1") || !strings.Contains(table, "[fd00:99::1]:1234") {
+		t.Fatalf("an IPv4 proxier deletes its stale virtual server and keeps the IPv6 one:\n%s", table)
+	}
+	if a, _ := d.Addresses(ipvs.DummyDevice); strings.Join(a, ",") != "fd00:99::1" {
+		t.Fatalf("kube-ipvs0 addresses %v, want only the IPv6 one", a)
+	}
+}
