@@ -97,7 +97,7 @@ SEED ?= 1
 upstream-ipvs-vm: build
 	bash netns/vm/deps.sh
 	cd e2e/upstream && CGO_ENABLED=0 $(GO) test -c -o ../../bin/upstream.test .
-	bin/proxysim vm --release "$(VM_RELEASE)" bin/upstream.test -test.run '^TestIPVSMatchesKubeProxy$$' -test.v -ipvs-sequences $(IPVS_SEQUENCES) -seed $(SEED)
+	bin/proxysim vm --timeout 30m --release "$(VM_RELEASE)" bin/upstream.test -test.run '^TestIPVSMatchesKubeProxy$$' -test.v -ipvs-sequences $(IPVS_SEQUENCES) -seed $(SEED)
 
 IPVS_SEQUENCES ?= 200
 

@@ -114,8 +114,9 @@ func (c ipvsConfig) familyAddrs() []string {
 	return out
 }
 
-// ipvsOps counts proxysim's dataplane operations by name, failed ones
-// apart, and ipvsFailures keeps the first few failures, for the log.
+// For the log: phase sums the time each part of a run took, ipvsOps
+// counts proxysim's dataplane operations by name (failed ones apart) and
+// ipvsFailures keeps the first few failures.
 var (
 	phase        = map[string]time.Duration{}
 	ipvsOps      = map[string]int{}
@@ -193,18 +194,17 @@ func (s *ipvsSide) close() {
 
 // ipvsPair is both proxiers, fed identically.
 type ipvsPair struct {
-	cfg        ipvsConfig
-	kSide      *ipvsSide
-	oSide      *ipvsSide
-	k          *kipvs.Proxier
-	kHandle    utilipvs.Interface
-	kSynced    bool
-	o          *proxy.Proxier
-	oBack      *ipvs.Proxier
-	oIPVS      *netns.IPVS
-	clk        *clocktesting.FakeClock
-	restarts   int
-	lastKTable string
+	cfg      ipvsConfig
+	kSide    *ipvsSide
+	oSide    *ipvsSide
+	k        *kipvs.Proxier
+	kHandle  utilipvs.Interface
+	kSynced  bool
+	o        *proxy.Proxier
+	oBack    *ipvs.Proxier
+	oIPVS    *netns.IPVS
+	clk      *clocktesting.FakeClock
+	restarts int
 }
 
 func newIPVSPair(cfg ipvsConfig) (*ipvsPair, error) {
@@ -218,19 +218,19 @@ func newIPVSPair(cfg ipvsConfig) (*ipvsPair, error) {
 		p.kSide.close()
 		return nil, err
 	}
-	phase["setup netns"] += time.Since(t0)
+	phase["setup namespaces"] += time.Since(t0)
 	t0 = time.Now()
 	if err := p.startKube(); err != nil {
 		p.close()
 		return nil, err
 	}
-	phase["setup kube"] += time.Since(t0)
+	phase["setup kube-proxy"] += time.Since(t0)
 	t0 = time.Now()
 	if err := p.startOurs(); err != nil {
 		p.close()
 		return nil, err
 	}
-	phase["setup ours"] += time.Since(t0)
+	phase["setup proxysim"] += time.Since(t0)
 	return p, nil
 }
 
@@ -401,9 +401,7 @@ func (p *ipvsPair) sync() (ipvsStats, error) {
 	// call of each pair also initializes the proxier. It must run inside
 	// upstream's namespace.
 	t0 := time.Now()
-	defer func() { phase["compare"] += time.Since(t0) }()
 	err := p.kSide.ns.Do(func() error {
-		defer func() { phase["kube"] += time.Since(t0); t0 = time.Now() }()
 		if !p.kSynced {
 			p.k.OnEndpointSlicesSynced()
 			p.kSynced = true
@@ -414,6 +412,7 @@ func (p *ipvsPair) sync() (ipvsStats, error) {
 	if err != nil {
 		return ipvsStats{}, err
 	}
+	t1 := time.Now()
 	p.clk.Step(time.Second)
 	if !p.o.Initialized() {
 		_ = p.o.OnServicesSynced()
@@ -421,12 +420,15 @@ func (p *ipvsPair) sync() (ipvsStats, error) {
 	} else {
 		err = p.o.SyncProxyRules()
 	}
-	phase["ours"] += time.Since(t0)
-	t0 = time.Now()
 	if err != nil {
 		return ipvsStats{}, fmt.Errorf("proxysim's sync failed: %w", err)
 	}
-	return p.compare()
+	t2 := time.Now()
+	st, err := p.compare()
+	phase["sync kube-proxy"] += t1.Sub(t0)
+	phase["sync proxysim"] += t2.Sub(t1)
+	phase["compare"] += time.Since(t2)
+	return st, err
 }
 
 // ipvsStats counts what one comparison saw.
@@ -446,7 +448,6 @@ func (p *ipvsPair) compare() (ipvsStats, error) {
 	if kt != ot {
 		return kst, fmt.Errorf("kernels differ:\n%s", nftLineDiff(kt, ot))
 	}
-	p.lastKTable = kt
 	return kst, nil
 }
 
@@ -659,12 +660,10 @@ type ipvsTotals struct {
 func runIPVSSequence(seed int64, tot *ipvsTotals) error {
 	r := rand.New(rand.NewSource(seed))
 	cfg := randomIPVSConfig(r)
-	t0 := time.Now()
 	p, err := newIPVSPair(cfg)
 	if err != nil {
 		return err
 	}
-	phase["setup"] += time.Since(t0)
 	defer p.close()
 	ks, err := startupState(p.kSide)
 	if err != nil {
