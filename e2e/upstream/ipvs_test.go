@@ -94,10 +94,11 @@ func randomIPVSConfig(r *rand.Rand) ipvsConfig {
 	if r.Intn(3) == 0 {
 		c.timeouts = ipvs.Timeouts{TCP: time.Duration(r.Intn(3)) * 100 * time.Second, TCPFin: time.Duration(r.Intn(3)) * 10 * time.Second, UDP: time.Duration(r.Intn(3)) * 30 * time.Second}
 	}
-	// 10.100.0.1 and fd00:100::1 are the first external IP of default/a
-	// after deterministic(): an external IP that is also a node address.
-	v4 := [][]string{{"192.168.0.2"}, {"192.168.0.2", "198.51.100.1"}, {"192.168.0.2", "10.100.0.1"}}[r.Intn(3)]
-	v6 := [][]string{{"fd00:192::2"}, {"fd00:192::2", "2001:db8::1"}, {"fd00:192::2", "fd00:100::1"}}[r.Intn(3)]
+	// After deterministic(), 10.100.0.1 and fd00:100::1 are default/a's
+	// first external IP, 10.101.0.1 and fd00:101::1 its first
+	// load-balancer IP: such a node address is also a service's.
+	v4 := [][]string{{"192.168.0.2"}, {"192.168.0.2", "198.51.100.1"}, {"192.168.0.2", "10.100.0.1"}, {"10.101.0.1", "192.168.0.2"}}[r.Intn(4)]
+	v6 := [][]string{{"fd00:192::2"}, {"fd00:192::2", "2001:db8::1"}, {"fd00:192::2", "fd00:100::1"}, {"fd00:101::1", "fd00:192::2"}}[r.Intn(4)]
 	c.nodeAddrs = append(append(c.nodeAddrs, v4...), v6...)
 	c.reconcile = r.Intn(2) == 0
 	return c

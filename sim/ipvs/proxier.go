@@ -79,6 +79,8 @@ type Proxier struct {
 	// ipText caches cluster IPs' text: desiredFor needs it for every
 	// changed service at every sync.
 	ipText map[netip.Addr]string
+	// nodeIPs are Config.NodeIPs, parsed.
+	nodeIPs map[netip.Addr]bool
 }
 
 // New applies the startup sysctls and IPVS timeouts and returns a proxier.
@@ -90,7 +92,12 @@ func New(cfg Config, dp Dataplane, clk clock.WithDelayedExecution, observe func(
 	if observe == nil {
 		observe = func(Op) {}
 	}
-	p := &Proxier{cfg: cfg, dp: dp, clock: clk, observe: observe, initialSync: true}
+	p := &Proxier{cfg: cfg, dp: dp, clock: clk, observe: observe, initialSync: true, nodeIPs: map[netip.Addr]bool{}}
+	for _, n := range cfg.NodeIPs {
+		if a, err := netip.ParseAddr(n); err == nil {
+			p.nodeIPs[a.Unmap()] = true
+		}
+	}
 	kv, err := ParseKernelVersion(dp.KernelVersion)
 	if err != nil {
 		return nil, err
@@ -191,42 +198,40 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 	}
 }
 
-// ownsAddress reports whether a stale virtual server or kube-ipvs0 address
-// at addr is this proxier's to remove: one of its family, and not a
-// loopback address (kube-proxy never lists those as bound).
-func (p *Proxier) ownsAddress(addr string) bool {
+// ofFamily reports whether addr is of the proxier's family (any family when
+// Config.Family is unset): the stale virtual servers and addresses a full
+// sync may remove.
+func (p *Proxier) ofFamily(addr string) bool {
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return true
 	}
-	a = a.Unmap()
-	if a.IsLoopback() {
-		return false
-	}
 	switch p.cfg.Family {
 	case v1.IPv4Protocol:
-		return a.Is4()
+		return a.Unmap().Is4()
 	case v1.IPv6Protocol:
-		return a.Is6()
+		return !a.Unmap().Is4()
 	}
 	return true
 }
 
+// ownsBound reports whether a kube-ipvs0 address is this proxier's to
+// unbind: one of its family and no loopback address (kube-proxy's listing
+// of bound addresses leaves those out).
+func (p *Proxier) ownsBound(addr string) bool {
+	if a, err := netip.ParseAddr(addr); err == nil && a.IsLoopback() {
+		return false
+	}
+	return p.ofFamily(addr)
+}
+
 // isNodeIP reports whether addr is one of Config.NodeIPs.
 func (p *Proxier) isNodeIP(addr string) bool {
-	if len(p.cfg.NodeIPs) == 0 {
+	if len(p.nodeIPs) == 0 {
 		return false
 	}
 	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return false
-	}
-	for _, n := range p.cfg.NodeIPs {
-		if b, err := netip.ParseAddr(n); err == nil && b.Unmap() == a.Unmap() {
-			return true
-		}
-	}
-	return false
+	return err == nil && p.nodeIPs[a.Unmap()]
 }
 
 func (p *Proxier) clusterIPText(ip net.IP) string {
@@ -343,8 +348,8 @@ func (p *Proxier) fullSync(s *proxy.SyncState, do func(string, string, error)) e
 	}
 	sort.Strings(stale)
 	for _, k := range stale {
-		if !p.ownsAddress(have[k].Address) {
-			continue
+		if !p.ofFamily(have[k].Address) {
+			continue // the other family's proxier's
 		}
 		do("delete-vs", have[k].String(), p.dp.IPVS.DeleteVirtualServer(have[k]))
 	}
@@ -586,7 +591,7 @@ func (p *Proxier) syncAddresses(wanted, bindNow map[string]bool, do func(string,
 	}
 	sort.Strings(cur)
 	for _, a := range cur {
-		if !wanted[a] && p.ownsAddress(a) {
+		if !wanted[a] && p.ownsBound(a) {
 			do("unbind", a+" dev "+DummyDevice, p.dp.Addresses.Unbind(DummyDevice, a))
 		}
 	}
