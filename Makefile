@@ -2,8 +2,10 @@
 GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
+# The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
+SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm build e2e-vm vm-kill-test e2e-netns e2e-host ci
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
 
 all: vet test
 
@@ -43,6 +45,10 @@ fuzz-fast:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzInlineCut$$' -fuzztime $(FUZZTIME)
 
+## sweep-example: regenerate the README's sweep plot (docs/sweep-example.svg)
+sweep-example:
+	$(GO) run ./cmd/proxysim sweep $(SWEEP_EXAMPLE) --plot docs/sweep-example.svg >/dev/null
+
 ## build: a static proxysim (what --dataplane vm needs)
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/proxysim ./cmd/proxysim
@@ -53,6 +59,21 @@ e2e-vm: build
 	bash netns/vm/deps.sh
 	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
 	bin/proxysim vm --release "$(VM_RELEASE)" bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v
+
+## e2e-vm-matrix: the kernel suite (label kernel) on the cloud kernels of
+## bullseye (5.10), bookworm (6.1) and trixie (6.12), each resolved with its
+## release's -updates and -security suites; prints each kernel's time and
+## fails, after running all, if any failed
+VM_RELEASES ?= bullseye bookworm trixie
+e2e-vm-matrix: build
+	bash netns/vm/deps.sh
+	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
+	@failed=""; total=0; for r in $(VM_RELEASES); do \
+	  echo "== kernel suite on $$r's cloud kernel"; start=$$(date +%s); \
+	  bin/proxysim vm --release $$r bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v || failed="$$failed $$r"; \
+	  t=$$(( $$(date +%s) - start )); total=$$(( total + t )); echo "== $$r: $${t}s"; \
+	done; echo "== kernel matrix: $${total}s in all"; \
+	if [ -n "$$failed" ]; then echo "== the kernel suite failed on:$$failed"; exit 1; fi
 
 ## vm-kill-test: SIGKILL a running `proxysim vm`; its QEMU must die with it and
 ## the next run must remove its temp folder (fails, never skips, without QEMU)
@@ -72,10 +93,17 @@ e2e-host:
 	bash netns/hostdeps.sh
 	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
 
+## e2e-browser: `proxysim report` pages in headless Chromium from Debian's
+## archive (installs it; fails, never skips, without it); the pages and
+## screenshots are kept in artifacts/
+e2e-browser:
+	bash scenarios/report/browserdeps.sh
+	PROXYSIM_BROWSER_REQUIRED=1 $(GO) test -count=1 -v -run 'Chromium|Screenshot' ./scenarios/report
+
 ## upstream: the trackers and the iptables proxier side by side with
 ## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES
 upstream:
-	cd e2e/upstream && $(GO) test -count=1 -v ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -v -skip 'InBubble|BubbleComparison' ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
 
 SEQUENCES ?= 10000
 IPT_SEQUENCES ?= $(SEQUENCES)
@@ -100,5 +128,15 @@ upstream-ipvs-vm: build
 	bin/proxysim vm --timeout 30m --release "$(VM_RELEASE)" bin/upstream.test -test.run '^TestIPVSMatchesKubeProxy$$' -test.v -ipvs-sequences $(IPVS_SEQUENCES) -seed $(SEED)
 
 IPVS_SEQUENCES ?= 200
+
+## upstream-bubble: kube-proxy's own code end to end in a testing/synctest bubble against proxysim's
+## replay of the same library scenarios: v1.36's iptables, nftables and IPVS proxiers (e2e/upstream), v1.33's
+## iptables proxier with the burst runner (e2e/upstream133); BUBBLE_RUNS replays each, GOMAXPROCS 1 and 2
+upstream-bubble:
+	bash netns/hostdeps.sh
+	cd e2e/upstream && for p in 1 2; do PROXYSIM_BUBBLE_REQUIRED=1 GOMAXPROCS=$$p $(GO) test -count=1 -v -run 'InBubble|BubbleComparison' . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
+	cd e2e/upstream133 && for p in 1 2; do GOMAXPROCS=$$p $(GO) test -count=1 -v . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
+
+BUBBLE_RUNS ?= 5
 
 ci: vet test race fuzz upstream

@@ -166,21 +166,23 @@ var _ = Describe("iptables on the host kernel", Label("host-kernel"), func() {
 					eps := endpointIPs(n)
 					d := programmed(b, webScenario(fmt.Sprintf("spread-%d", n), "", eps, "", ""))
 					serveAll(d, eps)
-					counts, err := d.Spray("TCP", podClient, webVIP+":80", spreadConnections, false)
-					Expect(err).NotTo(HaveOccurred())
-					obs := make([]int, n)
 					shares := make([]float64, n)
-					answered := 0
-					for k, ep := range eps {
-						obs[k] = counts[hostPort(ep)]
+					for k := range shares {
 						shares[k] = 1 / float64(n)
-						answered += obs[k]
 					}
-					stat, df, p := netns.ChiSquare(obs, shares)
-					bound := netns.ChiSquareCritical(df)
-					report("spread %s n=%d N=%d counts=%v chi-square=%.3f df=%d p=%.3f bound=%.3f", b, n, spreadConnections, obs, stat, df, p, bound)
-					Expect(answered).To(Equal(spreadConnections), "every connection reaches an endpoint: %v", counts)
-					Expect(stat).To(BeNumerically("<", bound), "counts %v", obs)
+					withinChiSquare(fmt.Sprintf("%s n=%d N=%d", b, n, spreadConnections), func() (map[string]int, float64, int) {
+						counts, err := d.Spray("TCP", podClient, webVIP+":80", spreadConnections, false)
+						Expect(err).NotTo(HaveOccurred())
+						obs := make([]int, n)
+						answered := 0
+						for k, ep := range eps {
+							obs[k] = counts[hostPort(ep)]
+							answered += obs[k]
+						}
+						Expect(answered).To(Equal(spreadConnections), "every connection reaches an endpoint: %v", counts)
+						stat, df, _ := netns.ChiSquare(obs, shares)
+						return counts, stat, df
+					})
 				})
 			}
 

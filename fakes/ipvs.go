@@ -3,6 +3,7 @@ package fakes
 import (
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ type conn struct {
 	state    string
 	expires  time.Time // zero: does not expire by itself
 	template *conn     // the persistence template controlling this conn
+	// abandoned: the client forgot the connection without a word; a SYN
+	// from its address and port finds the entry still ESTABLISHED.
+	abandoned bool
 	// Template fields.
 	isTemplate bool
 	nControl   int
@@ -84,6 +88,7 @@ const (
 	DefaultUDPTimeout      = 5 * time.Minute
 	TimeWaitTimeout        = 2 * time.Minute
 	CloseTimeout           = 10 * time.Second
+	CloseWaitTimeout       = 60 * time.Second
 	synRetransmitsFirstGap = time.Second
 	synMaxRetries          = 6
 )
@@ -250,6 +255,14 @@ func (f *IPVS) DeleteRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error
 		return err
 	}
 	d.available = false
+	if f.kernel.AtLeast(5, 9) && f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {
+		// From 5.9 deleting a destination with expire_nodest_conn queues
+		// work (a jiffy later) that drops every entry still bound to it and
+		// each template left controlling none (ip_vs_ctl.c ip_vs_del_dest,
+		// ip_vs_conn.c ip_vs_expire_nodest_conn_flush), so the table loses
+		// them at deletion, not at their next packet.
+		f.flushNodest(f.now())
+	}
 	for i, o := range s.dests {
 		if o == d {
 			if s.rrLast == d {
@@ -557,6 +570,27 @@ func before(a, b *conn) bool {
 	return a.vsKey < b.vsKey
 }
 
+// flushNodest drops the connections whose destination is gone, and then
+// their templates once those control nothing, as the kernel's nodest flush
+// does; a template that still controls an entry stays.
+func (f *IPVS) flushNodest(at time.Time) {
+	keys := make([]string, 0, len(f.conns))
+	for k := range f.conns {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c := f.conns[k]
+		if c.dest.available {
+			continue
+		}
+		f.drop(c, at)
+		if t := c.template; t != nil && t.nControl == 0 {
+			delete(f.templates, hostOf(t.client)+"|"+t.vsKey)
+		}
+	}
+}
+
 // drop removes one entry that expired at instant at.
 func (f *IPVS) drop(c *conn, at time.Time) {
 	if c.isTemplate {
@@ -584,10 +618,18 @@ func (f *IPVS) stateTimeout(state string) time.Duration {
 		return TimeWaitTimeout
 	case "CLOSE":
 		return CloseTimeout
+	case "CLOSE_WAIT":
+		return CloseWaitTimeout
 	case "UDP":
 		return t.UDP
+	case "ESTABLISHED":
+		// An idle established entry expires after the TCP timeout; every
+		// packet IPVS forwards re-arms it (ip_vs_conn.c ip_vs_conn_put),
+		// a packet it drops does not (ip_vs_in puts the entry back with
+		// __ip_vs_conn_put, which leaves the timer alone).
+		return t.TCP
 	}
-	return 0 // ESTABLISHED: kept alive by the client in proxysim's stories
+	return 0
 }
 
 func (f *IPVS) timeoutsLocked() ipvs.Timeouts {
@@ -656,23 +698,25 @@ func (f *IPVS) Connect(name, protocol, client, service string) ipvs.ConnectResul
 func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool, error) {
 	key := f.connKey(proto, client, vsKey)
 	if old, ok := f.conns[key]; ok {
-		if old.state == "ESTABLISHED" && proto == "TCP" {
+		if old.state == "ESTABLISHED" && proto == "TCP" && !old.abandoned {
 			return nil, false, fmt.Errorf("client %s is already connected to %s", client, vsKey)
 		}
 		reuse := f.sysctlValue(ipvs.SysctlConnReuseMode)
 		nodest := f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1
 		oldCT := f.usesOldConntrack()
-		// From 5.9 (ip_vs_in after "ipvs: allow connection reuse for
-		// unconfirmed conntrack") a quiescent destination with
-		// expire_nodest_conn reschedules whatever conn_reuse_mode says;
-		// before, both rules sat under conn_reuse_mode != 0.
-		nodestFirst := f.kernel.AtLeast(5, 9)
-		if proto == "TCP" && (reuse != 0 || nodestFirst) {
+		// ip_vs_core.c ip_vs_in, for a SYN that finds an entry. A quiescent
+		// destination with expire_nodest_conn reschedules; until "ipvs: Fix
+		// reuse connection if RS weight is 0" (5.16, and stable updates of
+		// older series from December 2021) only under conn_reuse_mode != 0.
+		// conn_reuse_mode != 0 also reschedules an entry that is not
+		// controlled by a template and is in TIME_WAIT or CLOSE
+		// (is_new_conn_expected).
+		if proto == "TCP" {
 			resched := false
 			switch {
-			case nodest && old.dest.available && old.dest.rs.Weight == 0:
+			case nodest && old.dest.available && old.dest.rs.Weight == 0 && (reuse != 0 || f.quiescentReschedAnyMode()):
 				resched = true
-			case reuse != 0 && old.template == nil && old.state == "TIME_WAIT":
+			case reuse != 0 && old.template == nil && (old.state == "TIME_WAIT" || old.state == "CLOSE"):
 				resched = true
 			}
 			if resched {
@@ -683,18 +727,36 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 				return f.newConn(name, proto, client, vsKey, at)
 			}
 		}
+		if old.state == "ESTABLISHED" && proto == "TCP" && old.dest.available {
+			// Not rescheduled: the SYN is forwarded on the abandoned entry
+			// to the old server, whose socket still holds the connection
+			// and answers with a challenge ACK; the client, in SYN_SENT,
+			// resets (closing the server's socket and moving the entry to
+			// CLOSE) and sends its SYN again at once, not after its 1s
+			// timer (net/ipv4/tcp_input.c tcp_rcv_synsent_state_process
+			// re-arms it at TCP_TIMEOUT_MIN). That SYN meets an entry in
+			// CLOSE. Measured: ~30ms on 6.1 under QEMU.
+			old.state, old.expires, old.abandoned = "CLOSE", at.Add(CloseTimeout), false
+			return f.syn(name, proto, client, vsKey, at)
+		}
 		if !old.dest.available {
-			// The destination is gone: the packet is dropped; with
-			// expire_nodest_conn the entry goes too, so the retransmitted SYN
-			// is scheduled afresh.
+			// The destination is gone. With expire_nodest_conn the entry
+			// goes; from 5.9 the SYN then goes on to be scheduled afresh
+			// (its conntrack entry is new, unconfirmed), before 5.9 it is
+			// dropped and its retransmission, a second later, is scheduled.
+			// Without expire_nodest_conn the SYN is dropped and the entry
+			// stays.
 			if nodest {
 				f.drop(old, at)
+				if f.kernel.AtLeast(5, 9) {
+					return f.newConn(name, proto, client, vsKey, at)
+				}
 			}
 			return nil, true, nil
 		}
 		// Reuse the entry: the new connection goes where the old one went,
 		// weight 0 or not.
-		old.state = "ESTABLISHED"
+		old.state, old.abandoned = "ESTABLISHED", false
 		old.name = name
 		if proto == "UDP" {
 			old.state = "UDP"
@@ -703,6 +765,15 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		return old, false, nil
 	}
 	return f.newConn(name, proto, client, vsKey, at)
+}
+
+// quiescentReschedAnyMode reports whether the kernel reschedules a SYN whose
+// entry points at a quiescent destination (with expire_nodest_conn) whatever
+// conn_reuse_mode says: mainline from 5.16 (commit c95c07836fa4). The
+// stable series before it got the fix in their updates of December 2021,
+// which a bare version number cannot show: the fake follows mainline there.
+func (f *IPVS) quiescentReschedAnyMode() bool {
+	return f.kernel.AtLeast(5, 16)
 }
 
 // usesOldConntrack reports whether, on a reused port, the kernel finds an
@@ -805,6 +876,43 @@ func (f *IPVS) Reset(name string) error {
 	return nil
 }
 
+// Shutdown models a client FIN on a connection whose server keeps its own
+// side open: a FIN from the client moves an ESTABLISHED entry to
+// CLOSE_WAIT (ip_vs_proto_tcp.c, its state table), which lasts 60s.
+func (f *IPVS) Shutdown(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.named[name]
+	if !ok {
+		return fmt.Errorf("no connection named %q", name)
+	}
+	delete(f.named, name)
+	now := f.now()
+	f.expire(now)
+	if c.state == "ESTABLISHED" && c.proto == "TCP" {
+		c.state, c.expires = "CLOSE_WAIT", now.Add(CloseWaitTimeout)
+	}
+	return nil
+}
+
+// Abandon forgets a named connection on the client's side without a
+// packet: the entry stays ESTABLISHED until it expires or a SYN from the
+// same address and port finds it.
+func (f *IPVS) Abandon(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.named[name]
+	if !ok {
+		return fmt.Errorf("no connection named %q", name)
+	}
+	delete(f.named, name)
+	f.expire(f.now())
+	if c.state == "ESTABLISHED" {
+		c.abandoned = true
+	}
+	return nil
+}
+
 // Ping models a data packet on an open connection: it flows while the entry
 // and its destination exist. When the destination was deleted, the packet
 // is dropped; with expire_nodest_conn the entry is expired too, so the
@@ -819,6 +927,7 @@ func (f *IPVS) Ping(name string, _ time.Duration) error {
 		return ipvs.ErrReset
 	}
 	if c.dest.available {
+		c.expires = expiry(f.now(), f.stateTimeout(c.state))
 		return nil
 	}
 	if f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {

@@ -256,3 +256,74 @@ func TestTemplateLivesWhileItControlsConnections(t *testing.T) {
 		t.Fatalf("with every controlled entry gone, the template expires: c should be scheduled afresh, got %s", s)
 	}
 }
+
+// From 5.9, deleting a real server with expire_nodest_conn 1 drops its
+// entries at once (ip_vs_expire_nodest_conn_flush), and a SYN whose entry
+// points at a gone server is scheduled afresh without a drop; before 5.9 the
+// entry waits for its next packet, and that SYN is dropped with it.
+func TestDeletionDropsEntriesFromKernel59(t *testing.T) {
+	for _, tc := range []struct {
+		kernel  string
+		gone    bool
+		latency time.Duration
+	}{{"5.4.0", false, time.Second}, {"6.1.0", true, 0}} {
+		k := newKernel(t, tc.kernel, "rr", false, "10.244.1.1", "10.244.1.2")
+		_ = k.s.Set(ipvs.SysctlConnReuseMode, 0)
+		_ = k.s.Set(ipvs.SysctlExpireNodestConn, 1)
+		first := k.server("a", "10.0.0.1:40000")
+		_ = k.h.Close("a")
+		_ = k.h.DeleteRealServer(k.vs, ipvs.RealServer{Address: first[:len(first)-5], Port: 8080})
+		if info, _ := k.h.Conn("a"); (info.State == "GONE") != tc.gone {
+			t.Fatalf("%s: entry after deletion: %+v, want gone=%v", tc.kernel, info, tc.gone)
+		}
+		r := k.connect("b", "10.0.0.1:40000")
+		if r.Err != nil || r.Latency != tc.latency || r.Server == first {
+			t.Fatalf("%s: reconnect after deletion: %+v, want another server after %v", tc.kernel, r, tc.latency)
+		}
+	}
+}
+
+// A quiescent server's entry is rescheduled under expire_nodest_conn
+// whatever conn_reuse_mode says from 5.16 ("ipvs: Fix reuse connection if
+// RS weight is 0"); mainline before it only under conn_reuse_mode != 0.
+func TestQuiescentRescheduleWithConnReuseModeZeroFromKernel516(t *testing.T) {
+	for _, tc := range []struct {
+		kernel string
+		sticks bool
+	}{{"5.10.0", true}, {"5.16.0", false}, {"6.1.0", false}} {
+		k := newKernel(t, tc.kernel, "rr", false, "10.244.1.1", "10.244.1.2")
+		_ = k.s.Set(ipvs.SysctlConnReuseMode, 0)
+		_ = k.s.Set(ipvs.SysctlExpireNodestConn, 1)
+		first := k.server("a", "10.0.0.1:40000")
+		_ = k.h.Close("a")
+		k.weight(first[:len(first)-5], 0)
+		if s := k.server("b", "10.0.0.1:40000"); (s == first) != tc.sticks {
+			t.Fatalf("%s: reconnect went to %s (quiescent %s), want sticking=%v", tc.kernel, s, first, tc.sticks)
+		}
+	}
+}
+
+// An ESTABLISHED entry expires the TCP timeout after the last packet IPVS
+// forwarded; a packet it drops does not re-arm it.
+func TestEstablishedEntryIdleTimeout(t *testing.T) {
+	k := newKernel(t, "6.1.0", "rr", false, "10.244.1.1", "10.244.1.2")
+	_ = k.h.SetTimeouts(ipvs.Timeouts{TCP: 10 * time.Second})
+	_ = k.s.Set(ipvs.SysctlExpireNodestConn, 0)
+	first := k.server("a", "10.0.0.1:40000")
+	k.clk.Advance(6 * time.Second)
+	if err := k.h.Ping("a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	k.clk.Advance(6 * time.Second)
+	if info, _ := k.h.Conn("a"); info.State != "ESTABLISHED" {
+		t.Fatalf("a forwarded packet re-arms the entry: %+v", info)
+	}
+	_ = k.h.DeleteRealServer(k.vs, ipvs.RealServer{Address: first[:len(first)-5], Port: 8080})
+	if err := k.h.Ping("a", time.Second); err != ipvs.ErrTimeout {
+		t.Fatalf("packets to a deleted server are dropped: %v", err)
+	}
+	k.clk.Advance(4 * time.Second)
+	if info, _ := k.h.Conn("a"); info.State != "GONE" {
+		t.Fatalf("a dropped packet does not re-arm the entry: %+v", info)
+	}
+}

@@ -32,21 +32,20 @@ type Measurement struct {
 	P    float64
 	// Skipped says why nothing was measured (too many outcomes to sample).
 	Skipped string
+	// First is the sample that was off at Significance when a second
+	// one was taken (see MeasureWith); nil when one sample sufficed.
+	First *Measurement
 }
 
 // Agrees is nil when the kernel did what was predicted: every connection
 // went to the one certain outcome, or the spread is consistent with the
-// shares at Significance and nothing unpredicted happened.
+// shares at Significance and nothing unpredicted happened. For a spread
+// measured twice (First set) the second sample decides.
 func (m Measurement) Agrees() error {
 	if m.Skipped != "" {
 		return nil
 	}
-	var unexpected []string
-	for _, k := range sortedKeys(m.Counts) {
-		if _, ok := m.Predicted[k]; !ok {
-			unexpected = append(unexpected, fmt.Sprintf("%s ×%d", k, m.Counts[k]))
-		}
-	}
+	unexpected := m.unpredicted()
 	switch {
 	case len(unexpected) > 0:
 		return fmt.Errorf("%s: unpredicted outcomes %s", m, strings.Join(unexpected, ", "))
@@ -54,6 +53,17 @@ func (m Measurement) Agrees() error {
 		return fmt.Errorf("%s: the spread is off (p < %g)", m, Significance)
 	}
 	return nil
+}
+
+// unpredicted lists the outcomes seen that the prediction did not have.
+func (m Measurement) unpredicted() []string {
+	var out []string
+	for _, k := range sortedKeys(m.Counts) {
+		if _, ok := m.Predicted[k]; !ok {
+			out = append(out, fmt.Sprintf("%s ×%d", k, m.Counts[k]))
+		}
+	}
+	return out
 }
 
 func (m Measurement) String() string {
@@ -67,6 +77,9 @@ func (m Measurement) String() string {
 	s := fmt.Sprintf("%s %s -> %s, %d connections: %s", m.Protocol, m.From, m.To, m.N, strings.Join(parts, ", "))
 	if m.DF > 0 {
 		s += fmt.Sprintf("; chi-square %.3f, df %d, p %.3f", m.Stat, m.DF, m.P)
+	}
+	if m.First != nil {
+		s += fmt.Sprintf(" (a second sample: the first was off, chi-square %.3f, p %.4f)", m.First.Stat, m.First.P)
 	}
 	return s
 }
@@ -145,9 +158,31 @@ func (n *IPTablesNode) MeasureWith(pkt iptables.Packet, predicted iptables.Share
 	case len(m.Predicted) > 1 && n.HasAffinityLists():
 		prepare = n.ForgetAffinity
 	}
+	if err := m.sample(n, to, prepare); err != nil {
+		return m, err
+	}
+	// A right prediction still fails one sample in 1/Significance by
+	// chance, and a suite measures hundreds of spreads. So a spread that is
+	// off, with no unpredicted outcome, is measured once more from fresh
+	// connections and judged on that second sample alone: a false alarm
+	// then needs two independent unlucky samples (Significance squared),
+	// while a wrong prediction, which every sample contradicts, still
+	// fails (the e2e suites keep a case that proves it).
+	if m.DF > 0 && m.P < Significance && len(m.unpredicted()) == 0 {
+		m.First = &Measurement{Protocol: m.Protocol, From: m.From, To: m.To, Predicted: m.Predicted, Counts: m.Counts, N: m.N, Stat: m.Stat, DF: m.DF, P: m.P}
+		if err := m.sample(n, to, prepare); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// sample sprays m.N fresh connections and sets Counts and, for a spread,
+// the chi-square test's Stat, DF and P.
+func (m *Measurement) sample(n *IPTablesNode, to string, prepare func() error) error {
 	counts, err := n.spray(m.Protocol, m.From, to, m.N, prepare)
 	if err != nil {
-		return m, err
+		return err
 	}
 	m.Counts = counts
 	if len(m.Predicted) > 1 {
@@ -159,7 +194,7 @@ func (n *IPTablesNode) MeasureWith(pkt iptables.Packet, predicted iptables.Share
 		}
 		m.Stat, m.DF, m.P = ChiSquare(obs, exp)
 	}
-	return m, nil
+	return nil
 }
 
 // ChiSquare is Pearson's goodness-of-fit test of observed counts against

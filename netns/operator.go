@@ -26,6 +26,13 @@ func (t *Topology) ARP(addr string) (bool, error) {
 	return t.Client.ARPAnswered("eth0", ClientIPs[0], addr, time.Second)
 }
 
+// ARPSender reports the sender address in the ARP request the node sends
+// when a datagram from src (a kube-ipvs0 address) leaves for a neighbour on
+// the client's segment (10.0.0.9, resolved afresh).
+func (t *Topology) ARPSender(src string) (string, error) {
+	return t.Node.ARPSender("c0", src, ClientIPs[len(ClientIPs)-1], t.Client, "eth0", time.Second)
+}
+
 // OpenTopology builds a topology with two backends (10.244.1.2 and
 // 10.244.2.2, port 8080) and returns its node's IPVS dataplane, the
 // topology (its client's traffic) and how to remove it all: what a replay

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -179,6 +180,13 @@ func (b *Backend) serve() error {
 					if err != nil || strings.TrimSpace(line) == "close" {
 						return
 					}
+					if strings.TrimSpace(line) == "hold" {
+						// keep this side open after the client's FIN,
+						// until the namespace goes
+						fmt.Fprintf(c, "held\n")
+						io.Copy(io.Discard, r)
+						select {}
+					}
 					fmt.Fprintf(c, "pong\n")
 				}
 			}()
@@ -316,6 +324,62 @@ func (t *Topology) Reset(name string) error {
 	}
 	return c.c.Close()
 }
+
+// Shutdown asks the backend to keep its side open, then sends the client's
+// FIN (shutdown for writing) and lets the socket go: the node's IPVS entry
+// waits in CLOSE_WAIT, as with a server that has not closed yet.
+func (t *Topology) Shutdown(name string) error {
+	c, err := t.take(name)
+	if err != nil {
+		return err
+	}
+	defer c.c.Close()
+	if _, err := c.c.Write([]byte("hold\n")); err != nil {
+		return err
+	}
+	c.c.SetReadDeadline(time.Now().Add(t.ConnectTimeout))
+	if line, err := c.r.ReadString('\n'); err != nil || strings.TrimSpace(line) != "held" {
+		return fmt.Errorf("backend did not hold %s: %q %v", name, line, err)
+	}
+	tc, ok := c.c.(*net.TCPConn)
+	if !ok {
+		return fmt.Errorf("%s is not TCP", name)
+	}
+	return tc.CloseWrite()
+}
+
+// Abandon destroys the client's socket without a packet: in TCP repair
+// mode (TCP_REPAIR, what checkpoint/restore tools use) a close sends
+// neither FIN nor RST, so the node's IPVS entry stays ESTABLISHED and the
+// backend's socket stays open, as when a client vanishes.
+func (t *Topology) Abandon(name string) error {
+	c, err := t.take(name)
+	if err != nil {
+		return err
+	}
+	tc, ok := c.c.(*net.TCPConn)
+	if !ok {
+		return c.c.Close()
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_TCP, tcpRepair, 1)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		tc.Close()
+		return fmt.Errorf("TCP_REPAIR: %w", serr)
+	}
+	return tc.Close()
+}
+
+// tcpRepair is TCP_REPAIR (include/uapi/linux/tcp.h).
+const tcpRepair = 19
 
 // Ping sends a line on an open connection and waits up to timeout for the
 // answer: it fails if the path through IPVS is gone.

@@ -31,7 +31,7 @@ var scenarioFeatures = []string{
 	"nextRun.at", "nextRun.reason", "nextRun.none",
 	// the operator's vocabulary (IPVS mode)
 	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
-	"sends", "timeouts", "connExpiry", "arp",
+	"sends", "timeouts", "connExpiry", "arp", "arpSender", "abandon", "shutdown",
 	// the iptables mode's
 	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
 	// proxy.config: a kube-proxy configuration file
@@ -103,7 +103,7 @@ func featuresOf(s *Scenario) map[string]bool {
 				used["syncCost.step"] = true
 			case "sysctls":
 				used["sysctls.step"] = true
-			case "send", "reset":
+			case "send", "reset", "abandon", "shutdown":
 				used[k] = true
 			case "ipvs":
 				for _, ik := range keys(get(st, k)) {

@@ -97,7 +97,7 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool, o Loa
 	if p := secondDocument(dec, file); p != nil {
 		d.problems = append(d.problems, *p)
 	}
-	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base, inline: inline}
+	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base, inline: inline, loadOpts: o}
 	d.mode, _ = modeOf(&doc)
 	if proxy := valueNode(&doc, "proxy"); proxy != nil {
 		if ref := valueNode(proxy, "config"); ref != nil {

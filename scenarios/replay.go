@@ -36,6 +36,21 @@ type Options struct {
 	// MetricsAt, if set, is the virtual instant (from the proxy's start) at
 	// which Result.Metrics is taken, instead of the end of the replay.
 	MetricsAt *time.Duration
+	// Progress, if set, is told the virtual instant (from the proxy's
+	// start) the replay has reached, after every clock step: a caller can
+	// show how far a long replay is. It must not block.
+	Progress func(reached time.Duration)
+	// Follow, if set, is called with every trace event as it is recorded
+	// (those of the proxy's start first), on the replay's goroutine, with
+	// the replay's dataplane: a tool that reads the dataplane as the
+	// replay goes (the report page snapshots it after each run) needs no
+	// trace kept in memory.
+	Follow func(e trace.Event, dp Dataplane)
+	// World, if set, is called once the world is built, before the
+	// scenario's objects are created and the proxy starts: an observer
+	// (e2e/upstream's replay of kube-proxy's own code in a synctest
+	// bubble) may subscribe a consumer or watch the trace.
+	World func(w *sim.World) error
 }
 
 // Failure is one expectation that did not hold.
@@ -71,6 +86,12 @@ type Result struct {
 	// end of the replay or at Options.MetricsAt; nil for a mode without
 	// them (see sim/kpmetrics).
 	Metrics []byte
+	// DataplaneOps counts the dataplane write operations (what
+	// dataplaneOps expectations count); Programming is every
+	// network_programming_duration observation (what programmingLatency
+	// expectations read).
+	DataplaneOps int
+	Programming  []sim.ProgrammingSample
 }
 
 // Passed reports whether every expectation held.
@@ -197,8 +218,19 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	for _, e := range w.Trace.Events() {
 		countOp(e)
+		if opts.Follow != nil {
+			opts.Follow(e, dp)
+		}
 	}
 	w.Trace.Observe(countOp)
+	if opts.Follow != nil {
+		w.Trace.Observe(func(e trace.Event) { opts.Follow(e, dp) })
+	}
+	if opts.World != nil {
+		if err := opts.World(w); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.File, err)
+		}
+	}
 	if opts.TraceKeep > 0 {
 		w.Trace.Keep(opts.TraceKeep)
 	}
@@ -254,6 +286,8 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: metrics: %w", s.File, r.metricsErr)
 	}
 	r.res.Runs = w.Syncs()
+	r.res.DataplaneOps = len(r.dataplaneAt)
+	r.res.Programming = w.ProgrammingSamples()
 	if opts.Update {
 		if err := r.writeGoldens(); err != nil {
 			return nil, err
@@ -290,12 +324,18 @@ func (r *replayer) advanceTo(t time.Duration) error {
 		}
 		r.w.Clock.Step()
 		r.evalPending()
+		if r.opts.Progress != nil {
+			r.opts.Progress(r.w.Now())
+		}
 		if r.churnErr != nil {
 			return r.churnErr
 		}
 	}
 	r.w.RunUntil(t)
 	r.evalPending()
+	if r.opts.Progress != nil {
+		r.opts.Progress(r.w.Now())
+	}
 	return r.w.Trace.Err()
 }
 

@@ -43,6 +43,7 @@ type Scenario struct {
 	folder   folder        // where the files it names are
 	base     string        // the scenario's own name in folder ("" if parsed from memory)
 	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
+	loadOpts LoadOptions   // how it was read, for WithSettings
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the

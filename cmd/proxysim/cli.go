@@ -132,8 +132,12 @@ or memory budget, 4 an internal error of proxysim.`,
 				return fail(exitInvalid, fmt.Errorf("--metrics-at %v: after the end of %s (%v)", *metricsAt, list[0].Name, list[0].Length()))
 			}
 			code := exitPass
+			prog := newProgress(stderr, isTerminal, time.Now)
 			for _, s := range list {
 				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})
+				opts.Progress = func(d time.Duration) {
+					prog.show(func() string { return replayLine(s.Name, d, s.Length()) })
+				}
 				if !verbose {
 					opts.TraceKeep = traceTail
 				}
@@ -142,6 +146,7 @@ or memory budget, 4 an internal error of proxysim.`,
 					opts.MetricsAt = &d
 				}
 				res, err := scenarios.Replay(s, opts)
+				prog.done()
 				if err != nil {
 					fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
 					code = max(code, exitCannotRun)
@@ -278,7 +283,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	vmCmd.Flags().DurationVar(&vmTimeout, "timeout", 10*time.Minute, "bound on the whole VM run")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps (otherwise skipped with a warning)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict))
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld))
 	return root
 }
 

@@ -282,10 +282,18 @@ func aptFor(ctx context.Context, cache, release string) ([]string, error) {
 			return nil, err
 		}
 	}
+	// A real machine of the release takes its kernel from the newest of
+	// the release, its -updates and its -security suites (trixie's main
+	// suite kernel 6.12.107 double-faults under TCG; trixie-security's boots).
 	src := filepath.Join(dir, "sources.list")
-	line := fmt.Sprintf("deb [signed-by=%s] %s %s main\n", keyring, uri, release)
-	if err := os.WriteFile(src, []byte(line), 0o644); err != nil {
-		return nil, err
+	lines := fmt.Sprintf("deb [signed-by=%s] %s %s main\ndeb [signed-by=%s] %s %s-updates main\ndeb [signed-by=%s] %s %s-security main\n",
+		keyring, uri, release, keyring, uri, release, keyring, securityMirror(), release)
+	old, _ := os.ReadFile(src)
+	changed := string(old) != lines
+	if changed {
+		if err := os.WriteFile(src, []byte(lines), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	opts := []string{
 		"-o", "Dir::Etc::SourceList=" + src,
@@ -293,12 +301,55 @@ func aptFor(ctx context.Context, cache, release string) ([]string, error) {
 		"-o", "Dir::State::Lists=" + lists,
 		"-o", "Dir::Cache=" + filepath.Join(dir, "cache"),
 	}
-	if m, _ := filepath.Glob(filepath.Join(lists, "*Packages*")); len(m) == 0 {
+	if m, _ := filepath.Glob(filepath.Join(lists, "*Packages*")); len(m) == 0 || changed {
 		if b, err := exec.CommandContext(ctx, "apt-get", append(opts, "update")...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("apt-get update for %s: %v\n%s", release, err, b)
 		}
 	}
 	return opts, nil
+}
+
+// securityMirror is the host's Debian security archive (its apt sources
+// stanza or line for a -security suite), or Debian's own.
+func securityMirror() string {
+	files, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, stanza := range strings.Split(string(b), "\n\n") {
+			var u, suites string
+			for _, l := range strings.Split(stanza, "\n") {
+				k, v, ok := strings.Cut(l, ":")
+				if !ok || strings.HasPrefix(l, "#") {
+					continue
+				}
+				switch strings.TrimSpace(k) {
+				case "URIs":
+					u = strings.Fields(v)[0]
+				case "Suites":
+					suites = v
+				}
+			}
+			if u != "" && strings.Contains(suites, "-security") {
+				return u
+			}
+		}
+	}
+	if b, err := os.ReadFile("/etc/apt/sources.list"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 3 && f[0] == "deb" && strings.Contains(l, "-security") {
+				for _, w := range f[1:] {
+					if strings.HasPrefix(w, "http") {
+						return w
+					}
+				}
+			}
+		}
+	}
+	return "http://deb.debian.org/debian-security"
 }
 
 // hostMirror finds the Debian mirror and keyring of the host's apt sources

@@ -196,6 +196,11 @@ func (d *Dataplane) history() iptables.History {
 }
 
 func dataplaneOf(r *scenarios.Run) *Dataplane {
-	d, _ := r.Dataplane().(*Dataplane)
-	return d
+	switch d := r.Dataplane().(type) {
+	case *Dataplane:
+		return d
+	case *ownDataplane: // a proxy under test's (own.go)
+		return &d.Dataplane
+	}
+	return nil
 }

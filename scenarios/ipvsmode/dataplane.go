@@ -31,6 +31,7 @@ type Dataplane struct {
 	sysctlsWritten bool
 	sends          map[string]string
 	arp            func(addr string) (bool, error)
+	arpSender      func(src string) (string, error)
 	pace           func()
 }
 
@@ -88,6 +89,11 @@ func OnKernel(open func() (dp ipvs.Dataplane, close func() error, err error)) sc
 }
 
 func dataplaneOf(r *scenarios.Run) *Dataplane {
-	d, _ := r.Dataplane().(*Dataplane)
-	return d
+	switch d := r.Dataplane().(type) {
+	case *Dataplane:
+		return d
+	case *ownDataplane: // a proxy under test's (own.go)
+		return d.Dataplane
+	}
+	return nil
 }

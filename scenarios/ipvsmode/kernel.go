@@ -16,6 +16,10 @@ type Client interface {
 	ipvs.Traffic
 	ipvs.Sender
 	ARP(addr string) (bool, error)
+	// ARPSender is the sender address of the node's ARP request for a
+	// datagram from src (a kube-ipvs0 address) to a neighbour on the
+	// client's segment.
+	ARPSender(src string) (string, error)
 }
 
 // OnKernelWithClient binds the mode to a real kernel like OnKernel, and
@@ -57,7 +61,7 @@ func OnKernelWithClient(openNode func() (ipvs.Dataplane, func() error, error), o
 		dp.IPVS = pacedHandle{dp.IPVS, pace}
 		c := pacedClient{client, pace}
 		d := newDataplane("netns, kernel "+dp.KernelVersion+", with a client", set, s.Proxy.SyncFailsOnError, dp, c, closeFn)
-		d.arp, d.pace = c.ARP, pace
+		d.arp, d.arpSender, d.pace = c.ARP, c.ARPSender, pace
 		return d, nil
 	}
 }
@@ -71,7 +75,7 @@ func NeedsClient(s *scenarios.Scenario) bool {
 	for _, st := range s.Timeline {
 		for _, a := range st.Actions {
 			switch a.(type) {
-			case *sendStep, *resetStep:
+			case *sendStep, *resetStep, *abandonStep, *shutdownStep:
 				return true
 			}
 		}
@@ -79,7 +83,8 @@ func NeedsClient(s *scenarios.Scenario) bool {
 			continue
 		}
 		for _, c := range st.Expect.Checks {
-			if _, ok := c.(*arpExpect); ok {
+			switch c.(type) {
+			case *arpExpect, *arpSenderExpect:
 				return true
 			}
 		}
@@ -114,9 +119,21 @@ func (p pacedClient) Reset(name string) error {
 	p.pace()
 	return p.c.Reset(name)
 }
+func (p pacedClient) Abandon(name string) error {
+	p.pace()
+	return p.c.Abandon(name)
+}
+func (p pacedClient) Shutdown(name string) error {
+	p.pace()
+	return p.c.Shutdown(name)
+}
 func (p pacedClient) ARP(addr string) (bool, error) {
 	p.pace()
 	return p.c.ARP(addr)
+}
+func (p pacedClient) ARPSender(src string) (string, error) {
+	p.pace()
+	return p.c.ARPSender(src)
 }
 
 // pacedHandle lets real time catch up before every IPVS call, the

@@ -11,7 +11,7 @@ import (
 )
 
 // fakeClient stands in for a real kernel's client topology: the fake's
-// connections, and an ARP answer read from its arp_ignore.
+// connections, and ARP read from its arp_ignore and arp_announce.
 type fakeClient struct {
 	*fakes.IPVS
 	sys *fakes.Sysctls
@@ -20,6 +20,16 @@ type fakeClient struct {
 func (c fakeClient) ARP(string) (bool, error) {
 	v, err := c.sys.Get(ipvs.SysctlArpIgnore)
 	return v == 0, err
+}
+
+// ARPSender names the source itself while arp_announce is 0, else the
+// node's address on the client's segment.
+func (c fakeClient) ARPSender(src string) (string, error) {
+	v, err := c.sys.Get(ipvs.SysctlArpAnnounce)
+	if v == 0 {
+		return src, err
+	}
+	return "10.0.0.1", err
 }
 
 // A scenario that talks to the node as a client gets the client binding,

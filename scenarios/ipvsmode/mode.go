@@ -88,8 +88,30 @@ func (Mode) Fake(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Datap
 		v, err := sys.Get(ipvs.SysctlArpIgnore)
 		return v == 0, err
 	}
+	// The fake's ARP requests (net/ipv4/arp.c arp_solicit): with
+	// arp_announce 0 the node names the datagram's own source; with 1 that
+	// source only when it is on the target's subnet, else the outgoing
+	// interface's address; with 2 always that address. A kube-ipvs0 address
+	// is never on the client's segment.
+	d.arpSender = func(src string) (string, error) {
+		v, err := sys.Get(ipvs.SysctlArpAnnounce)
+		if err != nil || v == 0 {
+			return src, err
+		}
+		if _, segment, _ := net.ParseCIDR(clientSegment); v == 1 && segment.Contains(net.ParseIP(src)) {
+			return src, nil
+		}
+		return nodeOnClientSegment, nil
+	}
 	return d, nil
 }
+
+// The client topology's segment and the node's address on it (netns
+// BuildTopology), which the fake's ARP answers in.
+const (
+	clientSegment       = "10.0.0.0/24"
+	nodeOnClientSegment = "10.0.0.1"
+)
 
 // Settings are the IPVS proxy's own fields.
 type Settings struct {

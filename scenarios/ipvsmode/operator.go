@@ -26,12 +26,15 @@ var _ = func() bool {
 		func() scenarios.Action { return &sysctlsStep{} },
 		func() scenarios.Action { return &sendStep{} },
 		func() scenarios.Action { return &resetStep{} },
+		func() scenarios.Action { return &abandonStep{} },
+		func() scenarios.Action { return &shutdownStep{} },
 	)
 	plugins.expectations = append(plugins.expectations,
 		func() scenarios.Expectation { return &sendsExpect{} },
 		func() scenarios.Expectation { return &timeoutsExpect{} },
 		func() scenarios.Expectation { return &expiryExpect{} },
 		func() scenarios.Expectation { return &arpExpect{} },
+		func() scenarios.Expectation { return &arpSenderExpect{} },
 	)
 	return true
 }()
@@ -468,4 +471,109 @@ func (e *arpExpect) Check(r *scenarios.Run) {
 			r.Fail(p, "arp."+ip, e.ARP[ip], got)
 		}
 	}
+}
+
+// arpSenderExpect: `arpSender: {SRC: SENDER}`, the sender address the node
+// names in its ARP request when a datagram from SRC (a kube-ipvs0 address)
+// leaves for a neighbour on the client's segment (strictARP's
+// arp_announce).
+type arpSenderExpect struct {
+	ARPSender map[string]string `yaml:"arpSender"`
+	Src       scenarios.Src
+}
+
+func (e *arpSenderExpect) Validate(v *scenarios.Validator) {
+	for _, ip := range slices.Sorted(maps.Keys(e.ARPSender)) {
+		p := e.Src.At("arpSender")
+		p.Path += "." + ip
+		if net.ParseIP(ip) == nil {
+			v.Errorf(p, "%q is not an IP address", ip)
+		}
+		if net.ParseIP(e.ARPSender[ip]) == nil {
+			v.Errorf(p, "want the sender IP address, got %q", e.ARPSender[ip])
+		}
+	}
+}
+
+func (e *arpSenderExpect) Check(r *scenarios.Run) {
+	d := dataplaneOf(r)
+	for _, ip := range slices.Sorted(maps.Keys(e.ARPSender)) {
+		p := e.Src.At("arpSender")
+		p.Path += "." + ip
+		if d.arpSender == nil {
+			r.Fail(p, "arpSender."+ip, e.ARPSender[ip], "the "+d.name+" dataplane cannot send")
+			continue
+		}
+		d.pace()
+		got, err := d.arpSender(ip)
+		if err != nil {
+			got = err.Error()
+		}
+		if got != e.ARPSender[ip] {
+			r.Fail(p, "arpSender."+ip, e.ARPSender[ip], got)
+		}
+	}
+}
+
+// abandonStep makes the client forget a connection without a packet:
+// `abandon: {conn: NAME}`. Its entry stays ESTABLISHED (a client pod gone
+// without closing, whose address and port come back later).
+type abandonStep struct {
+	Abandon *ConnRef `yaml:"abandon"`
+}
+
+func (s *abandonStep) Validate(v *scenarios.Validator) {
+	if s.Abandon == nil {
+		return
+	}
+	st := connsOf(v)
+	if !st.open[s.Abandon.Conn] {
+		v.Errorf(s.Abandon.Src.At("conn"), "no open connection named %q", s.Abandon.Conn)
+	}
+	delete(st.open, s.Abandon.Conn)
+}
+
+func (s *abandonStep) Do(r *scenarios.Run) error {
+	c, d := s.Abandon, dataplaneOf(r)
+	if c == nil {
+		return nil
+	}
+	snd, ok := d.traffic.(ipvs.Sender)
+	if !ok {
+		return fmt.Errorf("the %s dataplane cannot abandon connections", d.name)
+	}
+	d.pace()
+	r.Trace(trace.Event{Kind: trace.Conn, Op: "abandon", Object: c.Conn})
+	return snd.Abandon(c.Conn)
+}
+
+// shutdownStep closes the client's sending side while the server keeps
+// its own open: `shutdown: {conn: NAME}`. The entry waits in CLOSE_WAIT.
+type shutdownStep struct {
+	Shutdown *ConnRef `yaml:"shutdown"`
+}
+
+func (s *shutdownStep) Validate(v *scenarios.Validator) {
+	if s.Shutdown == nil {
+		return
+	}
+	st := connsOf(v)
+	if !st.open[s.Shutdown.Conn] {
+		v.Errorf(s.Shutdown.Src.At("conn"), "no open connection named %q", s.Shutdown.Conn)
+	}
+	delete(st.open, s.Shutdown.Conn)
+}
+
+func (s *shutdownStep) Do(r *scenarios.Run) error {
+	c, d := s.Shutdown, dataplaneOf(r)
+	if c == nil {
+		return nil
+	}
+	snd, ok := d.traffic.(ipvs.Sender)
+	if !ok {
+		return fmt.Errorf("the %s dataplane cannot shut connections down", d.name)
+	}
+	d.pace()
+	r.Trace(trace.Event{Kind: trace.Conn, Op: "shutdown", Object: c.Conn})
+	return snd.Shutdown(c.Conn)
 }

@@ -245,6 +245,11 @@ func (d *Dataplane) Route(pkt route.Packet, again *time.Duration) (route.Shares,
 }
 
 func dataplaneOf(r *scenarios.Run) *Dataplane {
-	d, _ := r.Dataplane().(*Dataplane)
-	return d
+	switch d := r.Dataplane().(type) {
+	case *Dataplane:
+		return d
+	case *ownDataplane: // a proxy under test's (own.go)
+		return &d.Dataplane
+	}
+	return nil
 }

@@ -14,6 +14,14 @@ type Sender interface {
 	Ping(name string, timeout time.Duration) error
 	// Reset aborts a connection with a RST from the client.
 	Reset(name string) error
+	// Abandon makes the client forget a connection without a word (no
+	// FIN, no RST): its IPVS entry stays ESTABLISHED, as when a client's
+	// socket or whole namespace goes away, until it expires or a packet
+	// from the same address and port comes.
+	Abandon(name string) error
+	// Shutdown closes the client's sending side (a FIN) while the server
+	// keeps its own side open: the entry waits in CLOSE_WAIT.
+	Shutdown(name string) error
 }
 
 // TimeoutReader reads the timeouts in force, as `ipvsadm -L --timeout`

@@ -35,13 +35,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	netutils "k8s.io/utils/net"
 
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
+	"github.com/proxysim/proxysim/sim/controllers/podindex"
 	"github.com/proxysim/proxysim/sim/controllers/queue"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -77,8 +77,7 @@ type Controller struct {
 	cfg       Config
 	q         *queue.Queue
 	tt        *endpointslice.TriggerTimes
-	services  map[string]*v1.Service
-	pods      map[string]map[string]*v1.Pod
+	idx       *podindex.Index
 	endpoints map[string]*v1.Endpoints
 }
 
@@ -90,7 +89,7 @@ func New(w *sim.World, cfg Config) *Controller {
 		cfg.Workers = 5
 	}
 	c := &Controller{w: w, cfg: cfg, tt: endpointslice.NewTriggerTimes(),
-		services: map[string]*v1.Service{}, pods: map[string]map[string]*v1.Pod{}, endpoints: map[string]*v1.Endpoints{}}
+		idx: podindex.New(), endpoints: map[string]*v1.Endpoints{}}
 	c.q = queue.New(queue.Config{
 		Clock:       w.Clock,
 		RateLimiter: queue.ControllerRateLimiter(w.Clock, 5*time.Millisecond, 1000*time.Second),
@@ -133,11 +132,10 @@ func (c *Controller) OnSynced(kind string) error {
 func (c *Controller) OnAdd(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
-		c.services[key(o.Namespace, o.Name)] = o
-		c.q.Add(key(o.Namespace, o.Name))
+		c.q.Add(c.idx.SetService(o))
 	case *v1.Pod:
-		c.putPod(o)
-		c.queue(o.Namespace, c.servicesFor(o.Namespace, o.Labels))
+		c.idx.SetPod(o)
+		c.queue(c.idx.ServicesFor(o.Namespace, o.Labels))
 	case *v1.Endpoints:
 		c.endpoints[key(o.Namespace, o.Name)] = o
 	}
@@ -147,11 +145,10 @@ func (c *Controller) OnAdd(kind string, obj runtime.Object) error {
 func (c *Controller) OnUpdate(kind string, old, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
-		c.services[key(o.Namespace, o.Name)] = o
-		c.q.Add(key(o.Namespace, o.Name))
+		c.q.Add(c.idx.SetService(o))
 	case *v1.Pod:
-		c.putPod(o)
-		c.onPodUpdate(old.(*v1.Pod), o)
+		c.idx.SetPod(o)
+		c.queue(c.idx.ServicesToSync(old.(*v1.Pod), o))
 	case *v1.Endpoints:
 		c.endpoints[key(o.Namespace, o.Name)] = o
 	}
@@ -161,13 +158,10 @@ func (c *Controller) OnUpdate(kind string, old, obj runtime.Object) error {
 func (c *Controller) OnDelete(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
-		delete(c.services, key(o.Namespace, o.Name))
-		c.q.Add(key(o.Namespace, o.Name))
+		c.q.Add(c.idx.DeleteService(o))
 	case *v1.Pod:
-		if m := c.pods[o.Namespace]; m != nil {
-			delete(m, o.Name)
-		}
-		c.queue(o.Namespace, c.servicesFor(o.Namespace, o.Labels))
+		c.idx.DeletePod(o)
+		c.queue(c.idx.ServicesFor(o.Namespace, o.Labels))
 	case *v1.Endpoints:
 		delete(c.endpoints, key(o.Namespace, o.Name))
 		c.q.Add(key(o.Namespace, o.Name))
@@ -175,69 +169,17 @@ func (c *Controller) OnDelete(kind string, obj runtime.Object) error {
 	return nil
 }
 
-// onPodUpdate follows the same pod projection as the EndpointSlice
-// controller (k8s.io/endpointslice util.GetPodUpdateProjectionKey).
-func (c *Controller) onPodUpdate(old, p *v1.Pod) {
-	if old.ResourceVersion == p.ResourceVersion {
-		return
-	}
-	labelsChanged := !reflect.DeepEqual(old.Labels, p.Labels) || old.Spec.Hostname != p.Spec.Hostname || old.Spec.Subdomain != p.Spec.Subdomain
-	podChanged := old.DeletionTimestamp != nil || p.DeletionTimestamp != nil || endpointslice.PodReady(old) != endpointslice.PodReady(p) || !reflect.DeepEqual(old.Status.PodIPs, p.Status.PodIPs)
-	if !podChanged && !labelsChanged {
-		return
-	}
-	now := c.servicesFor(p.Namespace, p.Labels)
-	if !labelsChanged {
-		c.queue(p.Namespace, now)
-		return
-	}
-	before := c.servicesFor(p.Namespace, old.Labels)
-	set := map[string]int{}
-	for _, s := range now {
-		set[s]++
-	}
-	for _, s := range before {
-		set[s] += 2
-	}
-	var out []string
-	for s, n := range set {
-		if podChanged || n != 3 { // union, or symmetric difference
-			out = append(out, s)
-		}
-	}
-	sort.Strings(out)
-	c.queue(p.Namespace, out)
-}
-
-func (c *Controller) queue(ns string, keys []string) {
+// queue queues the Services a pod change touches after the batch period
+// (--endpoint-updates-batch-period).
+func (c *Controller) queue(keys []string) {
 	for _, k := range keys {
 		c.q.AddAfter(k, c.cfg.BatchPeriod)
 	}
 }
 
-func (c *Controller) putPod(p *v1.Pod) {
-	m := c.pods[p.Namespace]
-	if m == nil {
-		m = map[string]*v1.Pod{}
-		c.pods[p.Namespace] = m
-	}
-	m[p.Name] = p
-}
-
-func (c *Controller) servicesFor(ns string, lbls map[string]string) []string {
-	var out []string
-	for k, s := range c.services {
-		if s.Namespace == ns && s.Spec.Selector != nil && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(lbls)) {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 func (c *Controller) syncService(k string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(k)
-	svc, ok := c.services[k]
+	svc, ok := c.idx.Service(k)
 	if !ok {
 		c.tt.Forget(k)
 		if _, exists := c.endpoints[k]; !exists {
@@ -253,14 +195,7 @@ func (c *Controller) syncService(k string) error {
 		return nil
 	}
 	c.w.Trace.Add(trace.Event{Kind: trace.Note, Object: "Service " + k, Detail: Name + ": sync"})
-	sel := labels.SelectorFromSet(svc.Spec.Selector)
-	var pods []*v1.Pod
-	for _, p := range c.pods[ns] {
-		if sel.Matches(labels.Set(p.Labels)) {
-			pods = append(pods, p)
-		}
-	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	pods := c.idx.SelectedPods(svc)
 	trigger := c.tt.Compute(k, svc, pods)
 	subsets := Subsets(svc, pods)
 
@@ -318,7 +253,7 @@ func Subsets(svc *v1.Service, pods []*v1.Pod) []v1.EndpointSubset {
 		if !ok {
 			continue
 		}
-		ready := svc.Spec.PublishNotReadyAddresses || endpointslice.PodReady(p)
+		ready := svc.Spec.PublishNotReadyAddresses || podindex.Ready(p)
 		add := func(ports []v1.EndpointPort) {
 			s := v1.EndpointSubset{Ports: ports}
 			if ready {

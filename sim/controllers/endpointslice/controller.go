@@ -31,7 +31,6 @@ package endpointslice
 
 import (
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -39,11 +38,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/controllers/podindex"
 	"github.com/proxysim/proxysim/sim/controllers/queue"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -80,8 +79,7 @@ type Controller struct {
 	rec *Reconciler
 	tt  *TriggerTimes
 
-	services map[string]*v1.Service                         // by ns/name
-	pods     map[string]map[string]*v1.Pod                  // by ns, then name
+	idx      *podindex.Index                                // Services and Pods
 	nodes    map[string]*v1.Node                            // by name
 	slices   map[string]map[string]*discovery.EndpointSlice // by Service ns/name, then slice name
 	written  map[string]*discovery.EndpointSlice            // what it last wrote, by ns/name
@@ -108,8 +106,7 @@ func New(w *sim.World, cfg Config) *Controller {
 	}
 	c := &Controller{
 		w: w, cfg: cfg, tt: NewTriggerTimes(),
-		services: map[string]*v1.Service{},
-		pods:     map[string]map[string]*v1.Pod{},
+		idx:      podindex.New(),
 		nodes:    map[string]*v1.Node{},
 		slices:   map[string]map[string]*discovery.EndpointSlice{},
 		written:  map[string]*discovery.EndpointSlice{},
@@ -151,11 +148,10 @@ func (c *Controller) Syncs() int { return c.syncs }
 func (c *Controller) OnAdd(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
-		c.services[key(o.Namespace, o.Name)] = o
-		c.q.Add(key(o.Namespace, o.Name))
+		c.q.Add(c.idx.SetService(o))
 	case *v1.Pod:
-		c.putPod(o)
-		c.queuePodServices(o.Namespace, c.servicesFor(o.Namespace, o.Labels))
+		c.idx.SetPod(o)
+		c.queuePodServices(c.idx.ServicesFor(o.Namespace, o.Labels))
 	case *v1.Node:
 		c.nodes[o.Name] = o
 	case *discovery.EndpointSlice:
@@ -181,11 +177,10 @@ func (c *Controller) later(f func()) {
 func (c *Controller) OnUpdate(kind string, old, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
-		c.services[key(o.Namespace, o.Name)] = o
-		c.q.Add(key(o.Namespace, o.Name))
+		c.q.Add(c.idx.SetService(o))
 	case *v1.Pod:
-		c.putPod(o)
-		c.onPodUpdate(old.(*v1.Pod), o)
+		c.idx.SetPod(o)
+		c.queuePodServices(c.idx.ServicesToSync(old.(*v1.Pod), o))
 	case *v1.Node:
 		c.nodes[o.Name] = o
 	case *discovery.EndpointSlice:
@@ -208,13 +203,10 @@ func (c *Controller) OnUpdate(kind string, old, obj runtime.Object) error {
 func (c *Controller) OnDelete(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
-		delete(c.services, key(o.Namespace, o.Name))
-		c.q.Add(key(o.Namespace, o.Name))
+		c.q.Add(c.idx.DeleteService(o))
 	case *v1.Pod:
-		if m := c.pods[o.Namespace]; m != nil {
-			delete(m, o.Name)
-		}
-		c.queuePodServices(o.Namespace, c.servicesFor(o.Namespace, o.Labels))
+		c.idx.DeletePod(o)
+		c.queuePodServices(c.idx.ServicesFor(o.Namespace, o.Labels))
 	case *v1.Node:
 		delete(c.nodes, o.Name)
 	case *discovery.EndpointSlice:
@@ -233,91 +225,9 @@ func (c *Controller) OnDelete(kind string, obj runtime.Object) error {
 	return nil
 }
 
-// onPodUpdate is upstream's pod projection (util.GetPodUpdateProjectionKey
-// and GetServicesToUpdate): a resync (same resourceVersion) or an update
-// that changes nothing endpoints show is ignored; a label, hostname or
-// subdomain change syncs the Services that gained or lost the pod, or
-// all old and new ones when the pod changed too.
-func (c *Controller) onPodUpdate(old, p *v1.Pod) {
-	if old.ResourceVersion == p.ResourceVersion {
-		return
-	}
-	labelsChanged := !reflect.DeepEqual(old.Labels, p.Labels) || old.Spec.Hostname != p.Spec.Hostname || old.Spec.Subdomain != p.Spec.Subdomain
-	podChanged := !sameDeletion(old, p) || PodReady(old) != PodReady(p) || !samePodIPs(old, p)
-	switch {
-	case !podChanged && !labelsChanged:
-		return
-	case !labelsChanged:
-		c.queuePodServices(p.Namespace, c.servicesFor(p.Namespace, p.Labels))
-		return
-	}
-	now := c.servicesFor(p.Namespace, p.Labels)
-	before := c.servicesFor(p.Namespace, old.Labels)
-	set := map[string]bool{}
-	if podChanged {
-		for _, s := range append(now, before...) {
-			set[s] = true
-		}
-	} else {
-		in := map[string]bool{}
-		for _, s := range before {
-			in[s] = true
-		}
-		for _, s := range now {
-			if in[s] {
-				delete(in, s)
-			} else {
-				set[s] = true
-			}
-		}
-		for s := range in {
-			set[s] = true
-		}
-	}
-	names := make([]string, 0, len(set))
-	for s := range set {
-		names = append(names, s)
-	}
-	sort.Strings(names)
-	c.queuePodServices(p.Namespace, names)
-}
-
-// sameDeletion mirrors upstream's pointer comparison of deletionTimestamp:
-// two informer copies never share a pointer, so any update of a pod being
-// deleted counts as a change (FACTS §1.4).
-func sameDeletion(a, b *v1.Pod) bool {
-	return a.DeletionTimestamp == nil && b.DeletionTimestamp == nil
-}
-
-func samePodIPs(a, b *v1.Pod) bool {
-	if len(a.Status.PodIPs) != len(b.Status.PodIPs) {
-		return false
-	}
-	for i := range a.Status.PodIPs {
-		if a.Status.PodIPs[i].IP != b.Status.PodIPs[i].IP {
-			return false
-		}
-	}
-	return true
-}
-
-// servicesFor lists the Services (names) in ns whose selector matches the
-// labels; a Service without a selector matches nothing.
-func (c *Controller) servicesFor(ns string, lbls map[string]string) []string {
-	var out []string
-	for k, s := range c.services {
-		if s.Namespace != ns || s.Spec.Selector == nil {
-			continue
-		}
-		if labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(lbls)) {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (c *Controller) queuePodServices(ns string, keys []string) {
+// queuePodServices queues the Services a pod change touches after the
+// batch period (--endpointslice-updates-batch-period).
+func (c *Controller) queuePodServices(keys []string) {
 	for _, k := range keys {
 		c.q.AddAfter(k, c.cfg.BatchPeriod)
 	}
@@ -366,15 +276,6 @@ func managed(s *discovery.EndpointSlice) bool {
 
 func key(ns, name string) string { return ns + "/" + name }
 
-func (c *Controller) putPod(p *v1.Pod) {
-	m := c.pods[p.Namespace]
-	if m == nil {
-		m = map[string]*v1.Pod{}
-		c.pods[p.Namespace] = m
-	}
-	m[p.Name] = p
-}
-
 func (c *Controller) putSlice(s *discovery.EndpointSlice) {
 	svc := s.Labels[discovery.LabelServiceName]
 	if svc == "" {
@@ -412,7 +313,7 @@ func (c *Controller) syncService(k string) error {
 		}
 	}()
 	ns, name, _ := cache.SplitMetaNamespaceKey(k)
-	svc, ok := c.services[k]
+	svc, ok := c.idx.Service(k)
 	if !ok {
 		c.tt.Forget(k)
 		return c.collectGarbage(ns, name)
@@ -421,14 +322,7 @@ func (c *Controller) syncService(k string) error {
 	if svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.Selector == nil {
 		return nil
 	}
-	sel := labels.SelectorFromSet(svc.Spec.Selector)
-	var pods []*v1.Pod
-	for _, p := range c.pods[ns] {
-		if sel.Matches(labels.Set(p.Labels)) {
-			pods = append(pods, p)
-		}
-	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	pods := c.idx.SelectedPods(svc)
 	var existing []*discovery.EndpointSlice
 	for _, s := range c.slices[k] {
 		if managed(s) && s.DeletionTimestamp == nil {

@@ -9,6 +9,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	netutils "k8s.io/utils/net"
+
+	"github.com/proxysim/proxysim/sim/controllers/podindex"
 )
 
 // IncludePod is the endpoint controllers' predicate (k8s.io/endpointslice
@@ -23,22 +25,6 @@ func IncludePod(p *v1.Pod, includeTerminating bool) bool {
 		return false
 	}
 	return includeTerminating || p.DeletionTimestamp == nil
-}
-
-// PodReady is the pod's Ready condition being True.
-func PodReady(p *v1.Pod) bool {
-	c := ReadyCondition(p)
-	return c != nil && c.Status == v1.ConditionTrue
-}
-
-// ReadyCondition is the pod's Ready condition, or nil.
-func ReadyCondition(p *v1.Pod) *v1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == v1.PodReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // SetsHostname is the rule both controllers share (util.ShouldSetHostname):
@@ -141,7 +127,7 @@ func portKey(ps []discovery.EndpointPort) string {
 // publishNotReadyAddresses or (serving and not terminating); addresses are
 // the pod's podIPs of that family, normalised; zone from the node's label.
 func podEndpoint(p *v1.Pod, node *v1.Node, svc *v1.Service, at discovery.AddressType) discovery.Endpoint {
-	serving := PodReady(p)
+	serving := podindex.Ready(p)
 	terminating := p.DeletionTimestamp != nil
 	ready := svc.Spec.PublishNotReadyAddresses || (serving && !terminating)
 	ep := discovery.Endpoint{

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/proxysim/proxysim/sim/controllers/podindex"
 )
 
 // TriggerTimes computes the trigger-time annotation the way upstream's
@@ -39,7 +41,7 @@ func (t *TriggerTimes) Compute(key string, svc *v1.Service, pods []*v1.Pod) time
 		}
 	}
 	for _, p := range pods {
-		c := ReadyCondition(p)
+		c := podindex.ReadyCondition(p)
 		if c == nil || c.LastTransitionTime.IsZero() {
 			continue
 		}

@@ -1,0 +1,300 @@
+// Package transcript records what a scenario replay did, in a form another
+// implementation can be driven by and compared with: every Service and
+// EndpointSlice write the proxy heard, at its virtual instant; every
+// injected dataplane fault and proxy restart; and every sync with its
+// instants, its error and the dataplane it left.
+//
+// e2e/upstream and e2e/upstream133 replay a transcript through kube-proxy's
+// own code inside a testing/synctest bubble and compare the syncs. This
+// package only records: it must not import kube-proxy (k8s.io/kubernetes),
+// so that modules pinned to different kube-proxy releases can share it.
+package transcript
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/iptablesmode"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/trace"
+)
+
+// Write is one object change as the proxy's informers delivered it.
+type Write struct {
+	At   time.Duration
+	Op   string // add, update or delete
+	Kind string // Service or EndpointSlice
+	// Obj is the object written (for a delete, the last one seen).
+	Obj runtime.Object
+}
+
+// Fault is an injected dataplane failure: the next N dataplane writes
+// (iptables-restore calls, nft transactions) fail.
+type Fault struct {
+	At time.Duration
+	N  int
+}
+
+// Sync is one sync of proxysim's proxier.
+type Sync struct {
+	Start, End time.Duration
+	Why        string // initial, request, timer, retry, ...
+	Err        string
+	// Dataplane is the mode's snapshot (iptables-save, nft dump) right
+	// after the sync.
+	Dataplane string
+}
+
+// Action is one entry of Transcript.Script: exactly one of its pointers
+// is set.
+type Action struct {
+	At      time.Duration
+	Write   *Write
+	Fault   *Fault
+	Restart bool
+}
+
+// Step is one step of the timeline as the trace recorded it.
+type Step struct {
+	At     time.Duration
+	Op     string
+	Detail string
+}
+
+// Transcript is one replay, recorded.
+type Transcript struct {
+	Scenario *scenarios.Scenario
+	// Initial are the scenario's objects, in the API server before the
+	// proxy starts.
+	Initial  []runtime.Object
+	Writes   []Write
+	Faults   []Fault
+	Restarts []time.Duration
+	// Script is Writes, Faults and Restarts merged in the order they
+	// happened: the order to replay them in.
+	Script []Action
+	Steps  []Step
+	Syncs  []Sync
+	// Unsupported names the steps a replay of kube-proxy's own code cannot
+	// reproduce, with the reason; empty when it can replay them all.
+	Unsupported []string
+	// Result is proxysim's own verdict on the scenario.
+	Result *scenarios.Result
+}
+
+// faultFormats are the fault steps a bubble can inject at the same instant
+// (iptablesmode's restoreFault, nftablesmode's transactionFault).
+var faultFormats = []string{"next %d restores fail", "next %d transactions fail"}
+
+// replayable are the step kinds a transcript carries to another
+// implementation: object writes (as the writes they made), faults,
+// restarts; notes change nothing, and a client connection only fills the
+// tracer's affinity history, never a proxier's rules (the IPVS mode's
+// connections are trace.Conn events, listed: its fake keeps them).
+// The controllers' steps (pods made ready, rolling updates, ingress
+// churn) write Pods and Ingresses, which a proxy does not watch; the
+// EndpointSlice writes they cause are in the transcript like any other.
+var replayable = map[string]bool{
+	"apply": true, "patch": true, "churn": true, "delete": true, "update": true,
+	"note": true, "fault": true, "restart": true, "connection": true,
+	"podReady": true, "rollingUpdate": true, "ingressChurn": true,
+}
+
+// otherFaults are faults that touch neither the proxy nor its dataplane.
+var otherFaults = []string{"the next %d ingress-nginx reloads fail"}
+
+// Record replays s with proxysim's engine on its fake dataplane and
+// returns the transcript.
+func Record(s *scenarios.Scenario) (t *Transcript, err error) {
+	defer func() {
+		// A retold scenario (AsIPTables) may hold a step of its own mode
+		// that cannot run on another mode's dataplane.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("a step written for another mode's dataplane (an IPVS connection, fault or ipvsadm command) cannot run on this one (%v)", p)
+		}
+	}()
+	t = &Transcript{Scenario: s}
+	if c := s.Proxy.SyncCost; c.Fixed != 0 || c.PerService != 0 || c.PerEndpoint != 0 || len(c.Runs) > 0 {
+		t.unsupported("proxy.syncCost (first at 0s): a sync's cost in virtual time; kube-proxy's syncs take no virtual time in a bubble")
+	}
+	for _, o := range s.Initial {
+		t.Initial = append(t.Initial, o.Obj)
+	}
+	mode, ok := scenarios.LookupMode(s.Proxy.Mode)
+	if !ok {
+		return nil, fmt.Errorf("%s: mode %q is not registered", s.File, s.Proxy.Mode)
+	}
+	var dp scenarios.Dataplane
+	var snapErr error
+	opts := scenarios.Options{
+		Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+			d, err := mode.Fake(s, clk)
+			dp = d
+			return d, err
+		},
+		World: func(w *sim.World) error {
+			rec := &recorder{t: t, w: w}
+			w.Trace.Observe(func(e trace.Event) {
+				at := time.Duration(e.At)
+				switch e.Kind {
+				case trace.End:
+					snap, err := dp.Snapshot()
+					if err != nil && snapErr == nil {
+						snapErr = err
+					}
+					t.Syncs = append(t.Syncs, Sync{End: at, Dataplane: snap})
+				case trace.Step:
+					t.Steps = append(t.Steps, Step{At: at, Op: e.Op, Detail: e.Detail})
+					t.step(at, e)
+				case trace.Conn:
+					// The fake IPVS keeps connections: they count in
+					// ActiveConn/InActConn, graceful termination waits
+					// for them, persistence templates pin them.
+					// Upstream's fake IPVS has no connection table.
+					t.unsupported(fmt.Sprintf("client connection (first at %v): proxysim's fake IPVS keeps it (connection counts, graceful termination, persistence templates); upstream's fake IPVS has no connection table", at))
+				}
+			})
+			return w.Subscribe(rec)
+		},
+	}
+	res, err := scenarios.Replay(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	if snapErr != nil {
+		return nil, snapErr
+	}
+	t.Result = res
+	if len(res.Runs) != len(t.Syncs) {
+		return nil, fmt.Errorf("%s: %d syncs but %d run.end events", s.File, len(res.Runs), len(t.Syncs))
+	}
+	for i, r := range res.Runs {
+		t.Syncs[i].Start, t.Syncs[i].Why, t.Syncs[i].Err = r.Start, r.Why, r.Err
+	}
+	return t, nil
+}
+
+// step files a traced step as a fault, a restart or something the other
+// side cannot be given.
+func (t *Transcript) step(at time.Duration, e trace.Event) {
+	if !replayable[e.Op] {
+		t.unsupported(fmt.Sprintf("step %q (first at %v): %s", e.Op, at, whyNot(e.Op)))
+		return
+	}
+	switch e.Op {
+	case "restart":
+		t.Restarts = append(t.Restarts, at)
+		t.Script = append(t.Script, Action{At: at, Restart: true})
+	case "fault":
+		for _, f := range faultFormats {
+			var n int
+			if _, err := fmt.Sscanf(e.Detail, f, &n); err == nil {
+				t.Faults = append(t.Faults, Fault{At: at, N: n})
+				t.Script = append(t.Script, Action{At: at, Fault: &t.Faults[len(t.Faults)-1]})
+				return
+			}
+		}
+		for _, f := range otherFaults {
+			var n int
+			if _, err := fmt.Sscanf(e.Detail, f, &n); err == nil {
+				return
+			}
+		}
+		t.unsupported(fmt.Sprintf("fault %q at %v: no kube-proxy fake injects it", e.Detail, at))
+	}
+}
+
+// unsupported adds a reason once.
+func (t *Transcript) unsupported(why string) {
+	op, _, _ := strings.Cut(why, " (first at")
+	for _, u := range t.Unsupported {
+		if strings.HasPrefix(u, op+" ") {
+			return
+		}
+	}
+	t.Unsupported = append(t.Unsupported, why)
+}
+
+// whyNot says why a step kind has no counterpart when kube-proxy's own
+// code is driven through its API objects.
+func whyNot(op string) string {
+	switch op {
+	case "run", "retryAfter", "stop":
+		return "calls the runner directly; kube-proxy's proxier exposes no such call (sim/runner checks these timelines against upstream's runner tests)"
+	case "syncCost":
+		return "a sync's cost in virtual time; kube-proxy's CPU time is zero in a bubble"
+	case "ipvs":
+		return "an operator's ipvsadm on the kernel behind the proxy's back; no counterpart through API objects"
+	default:
+		return "no counterpart in kube-proxy's code driven through API objects"
+	}
+}
+
+// recorder is a consumer beside the proxy: it hears every write the proxy
+// hears, at the same instant, after the proxy.
+type recorder struct {
+	t      *Transcript
+	w      *sim.World
+	synced int
+}
+
+func (r *recorder) Name() string    { return "transcript" }
+func (r *recorder) Kinds() []string { return []string{"Service", "EndpointSlice"} }
+
+func (r *recorder) add(op, kind string, obj runtime.Object) {
+	if r.synced < 2 {
+		return // the initial list: Transcript.Initial
+	}
+	w := &Write{At: r.w.Now(), Op: op, Kind: kind, Obj: obj.DeepCopyObject()}
+	r.t.Writes = append(r.t.Writes, *w)
+	r.t.Script = append(r.t.Script, Action{At: w.At, Write: w})
+}
+
+func (r *recorder) OnAdd(kind string, obj runtime.Object) error {
+	r.add("add", kind, obj)
+	return nil
+}
+
+// OnUpdate skips resyncs (identical objects): informers in the other
+// implementation resync on their own clock.
+func (r *recorder) OnUpdate(kind string, old, obj runtime.Object) error {
+	if reflect.DeepEqual(old, obj) {
+		return nil
+	}
+	r.add("update", kind, obj)
+	return nil
+}
+
+func (r *recorder) OnDelete(kind string, obj runtime.Object) error {
+	r.add("delete", kind, obj)
+	return nil
+}
+
+func (r *recorder) OnSynced(string) error {
+	r.synced++
+	return nil
+}
+
+// AsIPTables is a scenario of another mode (the IPVS mode's runner and
+// endpoint stories) retold for the iptables mode: the same proxy fields,
+// objects and timeline, with the iptables proxier's runner (its periodic
+// sync hourly) and without expectations, which were written for the other
+// mode's dataplane. A step that only the other mode has makes Record list
+// it, or fail.
+func AsIPTables(s *scenarios.Scenario) *scenarios.Scenario {
+	c := *s
+	c.Proxy.Mode = iptablesmode.Name
+	c.Proxy.Settings = &iptablesmode.Settings{}
+	c.Timeline = nil
+	for _, st := range s.Timeline {
+		st.Expect = nil
+		c.Timeline = append(c.Timeline, st)
+	}
+	return &c
+}

@@ -1,0 +1,108 @@
+package transcript
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+)
+
+func record(t *testing.T, name string) *Transcript {
+	t.Helper()
+	s, err := scenarios.LoadLibrary(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Record(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// TestRecord: cooldown-v1.34's churn is ten slice updates 20 ms apart
+// from 1 s, its syncs those the scenario expects, each with a dataplane.
+func TestRecord(t *testing.T) {
+	tr := record(t, "cooldown-v1.34")
+	if len(tr.Writes) != 10 || len(tr.Script) != 10 {
+		t.Fatalf("want 10 writes, got %d (script %d)", len(tr.Writes), len(tr.Script))
+	}
+	for i, w := range tr.Writes {
+		if want := time.Second + time.Duration(i)*20*time.Millisecond; w.At != want || w.Op != "update" || w.Kind != "EndpointSlice" {
+			t.Errorf("write %d: %v %s %s, want %v update EndpointSlice", i, w.At, w.Op, w.Kind, want)
+		}
+	}
+	var at []time.Duration
+	for _, s := range tr.Syncs {
+		at = append(at, s.Start)
+		if !strings.Contains(s.Dataplane, "10.96.0.10:80") {
+			t.Errorf("sync at %v: no virtual server in its dataplane:\n%s", s.Start, s.Dataplane)
+		}
+	}
+	if want := []time.Duration{0, time.Second, 2 * time.Second, 32 * time.Second}; len(at) != len(want) || at[0] != want[0] || at[1] != want[1] || at[2] != want[2] || at[3] != want[3] {
+		t.Errorf("syncs at %v, want %v", at, want)
+	}
+	if len(tr.Unsupported) != 0 {
+		t.Errorf("nothing should be unsupported: %v", tr.Unsupported)
+	}
+	if u := record(t, "upstream-runner/v1.36-retry").Unsupported; len(u) == 0 || !strings.Contains(strings.Join(u, ";"), `step "run"`) {
+		t.Errorf("direct runner calls must be listed as unsupported, got %v", u)
+	}
+}
+
+// heard is a Target whose "proxy" is one EndpointSlice informer noting
+// when it heard each update.
+type heard struct {
+	mu sync.Mutex
+	at []time.Duration
+	t0 time.Time
+}
+
+func (h *heard) Fail(int) {}
+
+func (h *heard) Start(ctx context.Context, client kubernetes.Interface) (func(), error) {
+	f := informers.NewSharedInformerFactory(client, 0)
+	inf := f.Discovery().V1().EndpointSlices().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.at = append(h.at, time.Since(h.t0))
+	}}); err != nil {
+		return nil, err
+	}
+	f.Start(ctx.Done())
+	return f.Shutdown, nil
+}
+
+// TestDrive: in a bubble, every write reaches an informer at its own
+// virtual instant, and Drive ends at the scenario's length with nothing
+// left running (synctest.Test would panic otherwise).
+func TestDrive(t *testing.T) {
+	tr := record(t, "cooldown-v1.34")
+	synctest.Test(t, func(t *testing.T) {
+		h := &heard{t0: time.Now()}
+		if err := tr.Drive(h); err != nil {
+			t.Fatal(err)
+		}
+		if len(h.at) != len(tr.Writes) {
+			t.Fatalf("heard %d updates, want %d", len(h.at), len(tr.Writes))
+		}
+		for i, w := range tr.Writes {
+			if h.at[i] != w.At {
+				t.Errorf("update %d heard at %v, written at %v", i, h.at[i], w.At)
+			}
+		}
+		if end := time.Since(h.t0); end != tr.Scenario.Length() {
+			t.Errorf("Drive ended at %v, want the scenario's length %v", end, tr.Scenario.Length())
+		}
+	})
+}

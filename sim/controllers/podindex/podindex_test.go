@@ -1,0 +1,98 @@
+package podindex
+
+import (
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func svc(name string, sel map[string]string) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: v1.ServiceSpec{Selector: sel}}
+}
+
+func pod(rv string, lbls map[string]string, ready bool, ip string) *v1.Pod {
+	st := v1.ConditionFalse
+	if ready {
+		st = v1.ConditionTrue
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", ResourceVersion: rv, Labels: lbls},
+		Status:     v1.PodStatus{PodIPs: []v1.PodIP{{IP: ip}}, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: st}}},
+	}
+}
+
+func TestServicesToSync(t *testing.T) {
+	x := New()
+	x.SetService(svc("a", map[string]string{"app": "a"}))
+	x.SetService(svc("ab", map[string]string{"tier": "x"}))
+	x.SetService(svc("b", map[string]string{"app": "b"}))
+	x.SetService(svc("none", nil))
+	other := svc("a", map[string]string{"app": "a"})
+	other.Namespace = "elsewhere"
+	x.SetService(other)
+
+	a := map[string]string{"app": "a", "tier": "x"}
+	b := map[string]string{"app": "b", "tier": "x"}
+	for _, c := range []struct {
+		what     string
+		old, new *v1.Pod
+		want     []string
+	}{
+		{"a resync changes nothing", pod("1", a, true, "10.0.0.1"), pod("1", a, false, "10.0.0.2"), nil},
+		{"an update endpoints do not show", pod("1", a, true, "10.0.0.1"), pod("2", a, true, "10.0.0.1"), nil},
+		{"readiness: the Services selecting it now", pod("1", a, true, "10.0.0.1"), pod("2", a, false, "10.0.0.1"), []string{"ns/a", "ns/ab"}},
+		{"a new IP: the same", pod("1", a, true, "10.0.0.1"), pod("2", a, true, "10.0.0.9"), []string{"ns/a", "ns/ab"}},
+		{"labels only: those that gained or lost it", pod("1", a, true, "10.0.0.1"), pod("2", b, true, "10.0.0.1"), []string{"ns/a", "ns/b"}},
+		{"labels and readiness: every old and new one", pod("1", a, true, "10.0.0.1"), pod("2", b, false, "10.0.0.1"), []string{"ns/a", "ns/ab", "ns/b"}},
+	} {
+		if got := x.ServicesToSync(c.old, c.new); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.what, got, c.want)
+		}
+	}
+
+	// a pod being deleted counts as changed on every update
+	old, now := pod("1", a, true, "10.0.0.1"), pod("2", a, true, "10.0.0.1")
+	ts := metav1.Unix(0, 0)
+	now.DeletionTimestamp = &ts
+	if got := x.ServicesToSync(old, now); !reflect.DeepEqual(got, []string{"ns/a", "ns/ab"}) {
+		t.Errorf("deletion: %v", got)
+	}
+}
+
+func TestSelectedPodsAndDeletes(t *testing.T) {
+	x := New()
+	s := svc("a", map[string]string{"app": "a"})
+	k := x.SetService(s)
+	for _, n := range []string{"z", "m", "b"} {
+		p := pod("1", map[string]string{"app": "a"}, true, "10.0.0.1")
+		p.Name = n
+		x.SetPod(p)
+	}
+	stray := pod("1", map[string]string{"app": "other"}, true, "10.0.0.2")
+	stray.Name = "stray"
+	x.SetPod(stray)
+	var names []string
+	for _, p := range x.SelectedPods(s) {
+		names = append(names, p.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"b", "m", "z"}) {
+		t.Errorf("selected %v", names)
+	}
+	if got := x.SelectedPods(svc("none", nil)); got != nil {
+		t.Errorf("a Service without a selector selects %v", got)
+	}
+	gone := pod("1", nil, true, "")
+	gone.Name = "m"
+	x.DeletePod(gone)
+	if got := len(x.SelectedPods(s)); got != 2 {
+		t.Errorf("after a delete, %d selected", got)
+	}
+	if x.DeleteService(s) != k {
+		t.Error("keys differ")
+	}
+	if _, ok := x.Service(k); ok {
+		t.Error("the deleted Service is still known")
+	}
+}
