@@ -5,7 +5,7 @@ FUZZTIME ?= 20s
 # The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
 SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
 
 all: vet test
 
@@ -119,6 +119,15 @@ upstream-nftables:
 
 NFT_SEQUENCES ?= 1000
 SEED ?= 1
+
+## upstream-ipvs-vm: kube-proxy v1.36's IPVS proxier side by side with proxysim's on
+## the real kernel, each in a network namespace, in one boot of the QEMU VM
+upstream-ipvs-vm: build
+	bash netns/vm/deps.sh
+	cd e2e/upstream && CGO_ENABLED=0 $(GO) test -c -o ../../bin/upstream.test .
+	bin/proxysim vm --timeout 30m --release "$(VM_RELEASE)" bin/upstream.test -test.run '^TestIPVSMatchesKubeProxy$$' -test.v -ipvs-sequences $(IPVS_SEQUENCES) -seed $(SEED)
+
+IPVS_SEQUENCES ?= 200
 
 ## upstream-bubble: kube-proxy's own code end to end in a testing/synctest bubble against proxysim's
 ## replay of the same library scenarios: v1.36's iptables, nftables and IPVS proxiers (e2e/upstream), v1.33's

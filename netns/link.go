@@ -88,6 +88,10 @@ var _ ipvs.AddressBinder = AddressBinder{}
 // Binder returns n's address binder.
 func (n *Namespace) Binder() AddressBinder { return AddressBinder{n} }
 
+// EnsureDevice creates the dummy device if it is missing and leaves it
+// down, as kube-proxy does (pkg/proxy/ipvs netlinkHandle.EnsureDummyDevice
+// only adds the link): an IPv4 address on a down device still gets its
+// local route, and a down device gets no IPv6 link-local address.
 func (b AddressBinder) EnsureDevice(dev string) error {
 	h, err := b.ns.netlinkHandle()
 	if err != nil {
@@ -100,11 +104,7 @@ func (b AddressBinder) EnsureDevice(dev string) error {
 	if err := h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: dev}}); err != nil {
 		return fmt.Errorf("%s: create dummy %s: %w", b.ns.Name, dev, err)
 	}
-	l, err := h.LinkByName(dev)
-	if err != nil {
-		return err
-	}
-	return h.LinkSetUp(l)
+	return nil
 }
 
 func (b AddressBinder) Addresses(dev string) ([]string, error) {

@@ -92,6 +92,7 @@ input (nothing was run), 3 the replay could not run or ran out of its event
 or memory budget, 4 an internal error of proxysim.`,
 	}
 	var dataplane, release, cpu string
+	var vmTimeout time.Duration
 	var update, verbose bool
 	var metricsFile string
 	var metricsAt *time.Duration
@@ -266,7 +267,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			res, err := vm.Run(ctx, vm.Config{Console: stdout, Release: release, CPU: cpu}, args[0], args[1:], nil)
+			res, err := vm.Run(ctx, vm.Config{Console: stdout, Release: release, CPU: cpu, Timeout: vmTimeout}, args[0], args[1:], nil)
 			if err != nil {
 				return fail(exitCannotRun, err)
 			}
@@ -279,6 +280,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	}
 	vmCmd.Flags().SetInterspersed(false)
 	vmCmd.Flags().StringVar(&cpu, "cpu", "max", "QEMU CPU model")
+	vmCmd.Flags().DurationVar(&vmTimeout, "timeout", 10*time.Minute, "bound on the whole VM run")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps (otherwise skipped with a warning)")
 	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld))

@@ -27,13 +27,24 @@ type Config struct {
 	Scheduler string
 	StrictARP bool
 	Timeouts  Timeouts
-	// NodeIPs are the addresses NodePort virtual servers listen on.
+	// NodeIPs are the node's own addresses: NodePort virtual servers listen
+	// on them, and an external or load-balancer IP among them is not bound
+	// to kube-ipvs0. kube-proxy finds them on the node's interfaces (every
+	// address of its family except loopback, IPv6 link-local and
+	// kube-ipvs0's own).
 	NodeIPs []string
 	// FullSyncPeriod forces a full reconcile this often (0: only at start and
 	// after failures). kube-proxy's IPVS proxier reconciles in full on every
 	// sync; a full sync here leaves the kernel exactly as that would, and
 	// partial syncs leave it the same unless something else changed IPVS.
 	FullSyncPeriod time.Duration
+	// Family is the proxier's IP family: a full sync deletes stale virtual
+	// servers and unbinds stale kube-ipvs0 addresses of this family only,
+	// leaving the other family's to its own proxier, as kube-proxy's
+	// single-stack IPVS proxiers do (cleanLegacyService; the addresses it
+	// lists on kube-ipvs0 are of its family). "" (the world's, through
+	// Backend; otherwise any) treats every family as its own.
+	Family v1.IPFamily
 	// SyncFailsOnError makes a sync with a failed dataplane operation a
 	// failed run, so the runner's retry rules apply. kube-proxy's IPVS
 	// proxier never does this (it logs the failure and reports success); its
@@ -68,6 +79,8 @@ type Proxier struct {
 	// ipText caches cluster IPs' text: desiredFor needs it for every
 	// changed service at every sync.
 	ipText map[netip.Addr]string
+	// nodeIPs are Config.NodeIPs, parsed.
+	nodeIPs map[netip.Addr]bool
 }
 
 // New applies the startup sysctls and IPVS timeouts and returns a proxier.
@@ -79,7 +92,12 @@ func New(cfg Config, dp Dataplane, clk clock.WithDelayedExecution, observe func(
 	if observe == nil {
 		observe = func(Op) {}
 	}
-	p := &Proxier{cfg: cfg, dp: dp, clock: clk, observe: observe, initialSync: true}
+	p := &Proxier{cfg: cfg, dp: dp, clock: clk, observe: observe, initialSync: true, nodeIPs: map[netip.Addr]bool{}}
+	for _, n := range cfg.NodeIPs {
+		if a, err := netip.ParseAddr(n); err == nil {
+			p.nodeIPs[a.Unmap()] = true
+		}
+	}
 	kv, err := ParseKernelVersion(dp.KernelVersion)
 	if err != nil {
 		return nil, err
@@ -163,11 +181,14 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 			external = sel.Local
 		}
 		add(p.clusterIPText(sp.ClusterIP), sp.Port, sp, internal, true)
+		// An external or load-balancer IP that is already one of the
+		// node's own addresses is not bound to the dummy device
+		// (kube-proxy's syncProxyRules: shouldBind).
 		for _, ip := range sp.ExternalIPs {
-			add(ip, sp.Port, sp, external, true)
+			add(ip, sp.Port, sp, external, !p.isNodeIP(ip))
 		}
 		for _, ip := range sp.LoadBalancerIPs {
-			add(ip, sp.Port, sp, external, true)
+			add(ip, sp.Port, sp, external, !p.isNodeIP(ip))
 		}
 		if sp.NodePort != 0 {
 			for _, ip := range p.cfg.NodeIPs {
@@ -175,6 +196,42 @@ func (p *Proxier) desiredFor(s *proxy.SyncState, name types.NamespacedName, out 
 			}
 		}
 	}
+}
+
+// ofFamily reports whether addr is of the proxier's family (any family when
+// Config.Family is unset): the stale virtual servers and addresses a full
+// sync may remove.
+func (p *Proxier) ofFamily(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return true
+	}
+	switch p.cfg.Family {
+	case v1.IPv4Protocol:
+		return a.Unmap().Is4()
+	case v1.IPv6Protocol:
+		return !a.Unmap().Is4()
+	}
+	return true
+}
+
+// ownsBound reports whether a kube-ipvs0 address is this proxier's to
+// unbind: one of its family and no loopback address (kube-proxy's listing
+// of bound addresses leaves those out).
+func (p *Proxier) ownsBound(addr string) bool {
+	if a, err := netip.ParseAddr(addr); err == nil && a.IsLoopback() {
+		return false
+	}
+	return p.ofFamily(addr)
+}
+
+// isNodeIP reports whether addr is one of Config.NodeIPs.
+func (p *Proxier) isNodeIP(addr string) bool {
+	if len(p.nodeIPs) == 0 {
+		return false
+	}
+	a, err := netip.ParseAddr(addr)
+	return err == nil && p.nodeIPs[a.Unmap()]
 }
 
 func (p *Proxier) clusterIPText(ip net.IP) string {
@@ -291,6 +348,9 @@ func (p *Proxier) fullSync(s *proxy.SyncState, do func(string, string, error)) e
 	}
 	sort.Strings(stale)
 	for _, k := range stale {
+		if !p.ofFamily(have[k].Address) {
+			continue // the other family's proxier's
+		}
 		do("delete-vs", have[k].String(), p.dp.IPVS.DeleteVirtualServer(have[k]))
 	}
 	p.syncAddresses(wanted, bindNow, do)
@@ -531,7 +591,7 @@ func (p *Proxier) syncAddresses(wanted, bindNow map[string]bool, do func(string,
 	}
 	sort.Strings(cur)
 	for _, a := range cur {
-		if !wanted[a] {
+		if !wanted[a] && p.ownsBound(a) {
 			do("unbind", a+" dev "+DummyDevice, p.dp.Addresses.Unbind(DummyDevice, a))
 		}
 	}

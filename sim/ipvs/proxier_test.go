@@ -174,3 +174,70 @@ TCP  10.96.0.10:80 wrr persistent 300
 		t.Fatalf("table:\n%s\nwant:\n%s", table, want)
 	}
 }
+
+// An external IP that is one of the node's own addresses gets its virtual
+// server but is not bound to kube-ipvs0 (kube-proxy's shouldBind), on the
+// first (full) sync and on a later partial one; another external IP is.
+func TestExternalIPOnTheNodeIsNotBound(t *testing.T) {
+	w, h, _, d := world(t, "6.1.0", ipvs.Config{NodeIPs: []string{"192.168.0.10", "fd00::a"}})
+	svc := fakes.Service("default", "web", "10.96.0.10", 80)
+	svc.Spec.ExternalIPs = []string{"192.168.0.10"}
+	if err := w.Create(svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := d.Addresses(ipvs.DummyDevice); strings.Join(a, ",") != "10.96.0.10" {
+		t.Fatalf("full sync: kube-ipvs0 addresses %v, want only the cluster IP", a)
+	}
+	w.At(time.Second, func() {
+		svc := svc.DeepCopy()
+		svc.Spec.ExternalIPs = []string{"192.168.0.10", "203.0.113.7"}
+		if err := w.Update(svc); err != nil {
+			t.Error(err)
+		}
+	})
+	w.RunUntil(2 * time.Second)
+	if a, _ := d.Addresses(ipvs.DummyDevice); strings.Join(a, ",") != "10.96.0.10,203.0.113.7" {
+		t.Fatalf("partial sync: kube-ipvs0 addresses %v", a)
+	}
+	table, _ := ipvs.Table(h)
+	if !strings.Contains(table, "TCP  192.168.0.10:80 rr") || !strings.Contains(table, "TCP  203.0.113.7:80 rr") {
+		t.Fatalf("both external IPs need a virtual server:\n%s", table)
+	}
+}
+
+// A full sync removes stale virtual servers and kube-ipvs0 addresses of
+// its own family only: the other family's belong to the other proxier of a
+// dual-stack node (kube-proxy's cleanLegacyService and its family-filtered
+// address listing).
+func TestFullSyncLeavesTheOtherFamilyAlone(t *testing.T) {
+	w, h, _, d := world(t, "6.1.0", ipvs.Config{})
+	for _, vs := range []ipvs.VirtualServer{
+		{Address: "10.99.0.1", Protocol: "TCP", Port: 1234, Scheduler: "rr"},
+		{Address: "fd00:99::1", Protocol: "TCP", Port: 1234, Scheduler: "rr"},
+	} {
+		if err := h.AddVirtualServer(vs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.EnsureDevice(ipvs.DummyDevice); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"10.99.0.1", "fd00:99::1"} {
+		if err := d.Bind(ipvs.DummyDevice, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	table, _ := ipvs.Table(h)
+	if strings.Contains(table, "10.99.0.1") || !strings.Contains(table, "[fd00:99::1]:1234") {
+		t.Fatalf("an IPv4 proxier deletes its stale virtual server and keeps the IPv6 one:\n%s", table)
+	}
+	if a, _ := d.Addresses(ipvs.DummyDevice); strings.Join(a, ",") != "fd00:99::1" {
+		t.Fatalf("kube-ipvs0 addresses %v, want only the IPv6 one", a)
+	}
+}
