@@ -296,27 +296,7 @@ func (c *Collector) add(owner, kind string, at, dur time.Duration, run int, clas
 
 // fields is an event's details, as trace.Line prints them, without the
 // instant.
-func fields(e trace.Event) string {
-	var b strings.Builder
-	b.WriteString(e.Kind)
-	add := func(k, v string) {
-		if v != "" {
-			b.WriteString(" " + k + "=" + v)
-		}
-	}
-	add("op", e.Op)
-	add("obj", e.Object)
-	add("why", e.Why)
-	if e.Until != nil {
-		add("until", e.Until.String())
-	}
-	if e.Run != 0 {
-		add("run", fmt.Sprint(e.Run))
-	}
-	add("detail", e.Detail)
-	add("err", e.Err)
-	return b.String()
-}
+func fields(e trace.Event) string { return e.Kind + trace.Fields(e) }
 
 // Finish completes the timeline with the replay's result: lanes in a fixed
 // order (scenario first, the proxy next, then the other consumers by

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -310,10 +311,16 @@ func (r *Recorder) JSONL() []byte {
 
 // Line renders one event for people: "  1.5s run.start why=request".
 func Line(e Event) string {
-	s := fmt.Sprintf("%9s %-11s", e.At, e.Kind)
+	return fmt.Sprintf("%9s %-11s", e.At, e.Kind) + Fields(e)
+}
+
+// Fields is an event's key=value fields as Line prints them, each after a
+// space, without its instant and kind.
+func Fields(e Event) string {
+	var b strings.Builder
 	add := func(k, v string) {
 		if v != "" {
-			s += " " + k + "=" + v
+			b.WriteString(" " + k + "=" + v)
 		}
 	}
 	add("op", e.Op)
@@ -327,5 +334,5 @@ func Line(e Event) string {
 	}
 	add("detail", e.Detail)
 	add("err", e.Err)
-	return s
+	return b.String()
 }
