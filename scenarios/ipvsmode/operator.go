@@ -268,34 +268,44 @@ type ConnRef struct {
 	Src  scenarios.Src
 }
 
-// resetStep aborts a connection with a client RST: `reset: {conn: NAME}`.
-type resetStep struct {
-	Reset *ConnRef `yaml:"reset"`
-}
-
-func (s *resetStep) Validate(v *scenarios.Validator) {
-	if s.Reset == nil {
+// validateEnding checks that a step ending a connection (reset, abandon,
+// shutdown) names an open one, which is then no longer open.
+func validateEnding(v *scenarios.Validator, c *ConnRef) {
+	if c == nil {
 		return
 	}
 	st := connsOf(v)
-	if !st.open[s.Reset.Conn] {
-		v.Errorf(s.Reset.Src.At("conn"), "no open connection named %q", s.Reset.Conn)
+	if !st.open[c.Conn] {
+		v.Errorf(c.Src.At("conn"), "no open connection named %q", c.Conn)
 	}
-	delete(st.open, s.Reset.Conn)
+	delete(st.open, c.Conn)
 }
 
-func (s *resetStep) Do(r *scenarios.Run) error {
-	c, d := s.Reset, dataplaneOf(r)
+// endConn ends connection c with the dataplane's Sender method end,
+// traced as op; verb says what a dataplane without a Sender cannot do.
+func endConn(r *scenarios.Run, c *ConnRef, op, verb string, end func(ipvs.Sender, string) error) error {
+	d := dataplaneOf(r)
 	if c == nil {
 		return nil
 	}
 	snd, ok := d.traffic.(ipvs.Sender)
 	if !ok {
-		return fmt.Errorf("the %s dataplane cannot reset connections", d.name)
+		return fmt.Errorf("the %s dataplane cannot %s", d.name, verb)
 	}
 	d.pace()
-	r.Trace(trace.Event{Kind: trace.Conn, Op: "reset", Object: c.Conn})
-	return snd.Reset(c.Conn)
+	r.Trace(trace.Event{Kind: trace.Conn, Op: op, Object: c.Conn})
+	return end(snd, c.Conn)
+}
+
+// resetStep aborts a connection with a client RST: `reset: {conn: NAME}`.
+type resetStep struct {
+	Reset *ConnRef `yaml:"reset"`
+}
+
+func (s *resetStep) Validate(v *scenarios.Validator) { validateEnding(v, s.Reset) }
+
+func (s *resetStep) Do(r *scenarios.Run) error {
+	return endConn(r, s.Reset, "reset", "reset connections", ipvs.Sender.Reset)
 }
 
 // sendsExpect: the latest send on each named connection was delivered,
@@ -522,29 +532,10 @@ type abandonStep struct {
 	Abandon *ConnRef `yaml:"abandon"`
 }
 
-func (s *abandonStep) Validate(v *scenarios.Validator) {
-	if s.Abandon == nil {
-		return
-	}
-	st := connsOf(v)
-	if !st.open[s.Abandon.Conn] {
-		v.Errorf(s.Abandon.Src.At("conn"), "no open connection named %q", s.Abandon.Conn)
-	}
-	delete(st.open, s.Abandon.Conn)
-}
+func (s *abandonStep) Validate(v *scenarios.Validator) { validateEnding(v, s.Abandon) }
 
 func (s *abandonStep) Do(r *scenarios.Run) error {
-	c, d := s.Abandon, dataplaneOf(r)
-	if c == nil {
-		return nil
-	}
-	snd, ok := d.traffic.(ipvs.Sender)
-	if !ok {
-		return fmt.Errorf("the %s dataplane cannot abandon connections", d.name)
-	}
-	d.pace()
-	r.Trace(trace.Event{Kind: trace.Conn, Op: "abandon", Object: c.Conn})
-	return snd.Abandon(c.Conn)
+	return endConn(r, s.Abandon, "abandon", "abandon connections", ipvs.Sender.Abandon)
 }
 
 // shutdownStep closes the client's sending side while the server keeps
@@ -553,27 +544,8 @@ type shutdownStep struct {
 	Shutdown *ConnRef `yaml:"shutdown"`
 }
 
-func (s *shutdownStep) Validate(v *scenarios.Validator) {
-	if s.Shutdown == nil {
-		return
-	}
-	st := connsOf(v)
-	if !st.open[s.Shutdown.Conn] {
-		v.Errorf(s.Shutdown.Src.At("conn"), "no open connection named %q", s.Shutdown.Conn)
-	}
-	delete(st.open, s.Shutdown.Conn)
-}
+func (s *shutdownStep) Validate(v *scenarios.Validator) { validateEnding(v, s.Shutdown) }
 
 func (s *shutdownStep) Do(r *scenarios.Run) error {
-	c, d := s.Shutdown, dataplaneOf(r)
-	if c == nil {
-		return nil
-	}
-	snd, ok := d.traffic.(ipvs.Sender)
-	if !ok {
-		return fmt.Errorf("the %s dataplane cannot shut connections down", d.name)
-	}
-	d.pace()
-	r.Trace(trace.Event{Kind: trace.Conn, Op: "shutdown", Object: c.Conn})
-	return snd.Shutdown(c.Conn)
+	return endConn(r, s.Shutdown, "shutdown", "shut connections down", ipvs.Sender.Shutdown)
 }
