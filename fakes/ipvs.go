@@ -832,19 +832,31 @@ func (f *IPVS) newConn(name, proto, client, vsKey string, at time.Time) (*conn, 
 	return c, false, nil
 }
 
+// endNamed is how the client's side of a named connection ends, whatever
+// ends it: the name is forgotten and the table's timers are run up to now,
+// so the caller sees the entry as the kernel would at this instant. The
+// lock is held.
+func (f *IPVS) endNamed(name string) (*conn, time.Time, error) {
+	c, ok := f.named[name]
+	if !ok {
+		return nil, time.Time{}, fmt.Errorf("no connection named %q", name)
+	}
+	delete(f.named, name)
+	now := f.now()
+	f.expire(now)
+	return c, now, nil
+}
+
 // Close closes a named connection from the client side: TCP goes through
 // FIN_WAIT to TIME_WAIT at once (both ends close promptly) and the entry
 // expires two minutes later; a UDP entry expires after the UDP timeout.
 func (f *IPVS) Close(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.named[name]
-	if !ok {
-		return fmt.Errorf("no connection named %q", name)
+	c, now, err := f.endNamed(name)
+	if err != nil {
+		return err
 	}
-	delete(f.named, name)
-	now := f.now()
-	f.expire(now)
 	if c.state == "GONE" {
 		return nil
 	}
@@ -863,13 +875,10 @@ func (f *IPVS) Close(name string) error {
 func (f *IPVS) Reset(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.named[name]
-	if !ok {
-		return fmt.Errorf("no connection named %q", name)
+	c, now, err := f.endNamed(name)
+	if err != nil {
+		return err
 	}
-	delete(f.named, name)
-	now := f.now()
-	f.expire(now)
 	if c.state != "GONE" && c.proto == "TCP" {
 		c.state, c.expires = "CLOSE", now.Add(CloseTimeout)
 	}
@@ -882,13 +891,10 @@ func (f *IPVS) Reset(name string) error {
 func (f *IPVS) Shutdown(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.named[name]
-	if !ok {
-		return fmt.Errorf("no connection named %q", name)
+	c, now, err := f.endNamed(name)
+	if err != nil {
+		return err
 	}
-	delete(f.named, name)
-	now := f.now()
-	f.expire(now)
 	if c.state == "ESTABLISHED" && c.proto == "TCP" {
 		c.state, c.expires = "CLOSE_WAIT", now.Add(CloseWaitTimeout)
 	}
@@ -901,12 +907,10 @@ func (f *IPVS) Shutdown(name string) error {
 func (f *IPVS) Abandon(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.named[name]
-	if !ok {
-		return fmt.Errorf("no connection named %q", name)
+	c, _, err := f.endNamed(name)
+	if err != nil {
+		return err
 	}
-	delete(f.named, name)
-	f.expire(f.now())
 	if c.state == "ESTABLISHED" {
 		c.abandoned = true
 	}
