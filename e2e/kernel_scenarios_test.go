@@ -69,6 +69,19 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 			kernel, err := scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
 			Expect(err).NotTo(HaveOccurred())
 			GinkgoWriter.Printf("%s on %s: %v of real time\n", name, kernel.Env, kernel.Wall)
+			if outcome(kernel) != outcome(fake) {
+				// A kernel under QEMU's software emulation, on a host busy
+				// compiling, can miss a real-time bound the scenario sets
+				// (seen once in CI: a connect that took a SYN retransmission,
+				// 1.13 s against at most 500 ms, on a kernel that passes it
+				// otherwise). So a disagreement is replayed once in fresh
+				// namespaces and the second replay decides; the first is
+				// printed, never hidden. A real disagreement fails both.
+				report("kernel %s: the first replay disagreed with the fake, replaying once more:\n%s", name, describe(kernel))
+				kernel, err = scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+				Expect(err).NotTo(HaveOccurred())
+				GinkgoWriter.Printf("%s on %s, second replay: %v of real time\n", name, kernel.Env, kernel.Wall)
+			}
 			Expect(outcome(kernel)).To(Equal(outcome(fake)), describe(kernel))
 		})
 	}
