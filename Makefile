@@ -112,10 +112,11 @@ IPT_SEQUENCES ?= $(SEQUENCES)
 ES_SEQUENCES ?= 10000
 
 ## upstream-nftables: kube-proxy v1.36's nftables proxier side by side with proxysim's, each on a
-## knftables.Fake (kube-proxy's is constructed in a user+network namespace: needs nft and unshare)
+## knftables.Fake (kube-proxy's is constructed in a user+network namespace: needs nft and unshare;
+## PROXYSIM_NFTABLES_REQUIRED makes a missing tool or namespace fail the test, never skip it)
 upstream-nftables:
 	bash netns/hostdeps.sh
-	cd e2e/upstream && $(GO) test -count=1 -run TestNFTablesMatchesKubeProxy -v . -args -nft-sequences $(NFT_SEQUENCES) -seed $(SEED)
+	cd e2e/upstream && PROXYSIM_NFTABLES_REQUIRED=1 $(GO) test -count=1 -run TestNFTablesMatchesKubeProxy -v . -args -nft-sequences $(NFT_SEQUENCES) -seed $(SEED)
 
 NFT_SEQUENCES ?= 1000
 SEED ?= 1

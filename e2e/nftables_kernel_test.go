@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/nftables"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -90,7 +92,7 @@ func (n *nftNode) sync(mutate func(*proxy.ServicePort), backends []int, local ma
 
 func (n *nftNode) syncState(st *proxy.SyncState) {
 	Expect(n.p.Sync(st)).To(Succeed())
-	Expect(n.mirror.Compare(context.Background())).To(Succeed())
+	Expect(n.real.Verify(n.mirror.Shadow.Dump())).To(Succeed())
 }
 
 // traced is the tracer's answer over the shadow, for a client of the
@@ -298,32 +300,184 @@ var _ = Describe("nftables on this host's kernel", Label("host-kernel"), func() 
 	})
 })
 
-// nftablesNetns replays an nftables scenario on this kernel, in a fresh
-// node namespace.
-var nftablesNetns = nftablesmode.OnKernel(func() (knftables.Interface, string, func() error, error) {
-	return netns.OpenNFTables()
-})
+// nftOnKernel is the nftables mode on this kernel; each dataplane it opens
+// is handed to opened and removed when the spec ends.
+func nftOnKernel(opened func(*netns.NFTablesDataplane)) scenarios.DataplaneFactory {
+	return nftablesmode.OnKernel(func(nodeIPs []string) (nftablesmode.Kernel, error) {
+		d, err := netns.OpenNFTablesDataplane(nodeIPs)
+		if err != nil {
+			return nil, err
+		}
+		DeferCleanup(func() { Expect(d.Close()).To(Succeed()) })
+		opened(d)
+		return keepNFTOpen{d}, nil
+	})
+}
 
-var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"), func() {
+// keepNFTOpen leaves the namespaces in place when the replay ends (the
+// spec removes them), so a spec can measure the table the replay left.
+type keepNFTOpen struct{ *netns.NFTablesDataplane }
+
+func (keepNFTOpen) Close() error { return nil }
+
+// routeExpectations lists a scenario's route expectations, in timeline
+// order: each is measured once on a kernel.
+func routeExpectations(s *scenarios.Scenario) []*routeexpect.Route {
+	var out []*routeexpect.Route
+	for _, st := range s.Timeline {
+		if st.Expect == nil {
+			continue
+		}
+		for _, c := range st.Expect.Checks {
+			if r, ok := c.(*routeexpect.Expect); ok && r.Route != nil {
+				out = append(out, r.Route)
+			}
+		}
+	}
+	return out
+}
+
+// unmeasuredNFTRoutes are the route expectations of the nftables library
+// that the kernel half does not measure, keyed "scenario from -> to", with
+// the reason the measurement must give. Any other route unmeasured, or
+// one of these measured or unmeasured for another reason, fails.
+var unmeasuredNFTRoutes = map[string]string{
+	// A node reaching a LoadBalancer IP it holds, as kube-proxy lets in
+	// when a source range holds the node IP: the tracer starts it at
+	// prerouting like any outside client, but a client namespace that
+	// owns the address would deliver it to itself.
+	"nftables-source-ranges 198.51.100.10 -> 198.51.100.10:80": netns.SameAddress,
+}
+
+// nftLibrary lists the library's scenarios of mode nftables when the
+// suite is built, so scenarios added later are included.
+func nftLibrary() []string {
 	var names []string
 	for _, n := range scenarios.LibraryNames() {
 		if s, err := scenarios.LoadLibrary(n); err == nil && s.Proxy.Mode == nftablesmode.Name {
 			names = append(names, n)
 		}
 	}
-	It("has scenarios to replay", func() { Expect(len(names)).To(BeNumerically(">=", 6)) })
+	return names
+}
+
+var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"), func() {
+	names := nftLibrary()
+	It("has scenarios to replay", func() { Expect(len(names)).To(BeNumerically(">=", 8)) })
 	for _, name := range names {
-		It("replays "+name+" with the kernel's table equal to the fake's", func() {
+		It("replays "+name+": the kernel's table means the fake's at every golden and route, and every route's connections go where the tracer says", func() {
 			requireNFT()
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
-			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftablesNetns})
+			var opened []*netns.NFTablesDataplane
+			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftOnKernel(func(d *netns.NFTablesDataplane) { opened = append(opened, d) })})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Failures).To(BeEmpty(), describe(res))
 			Expect(res.Checks).To(BeNumerically(">", 0))
+			Expect(opened).To(HaveLen(1))
+			// Every route expectation was measured, in timeline order,
+			// except those listed with their reason.
+			routes := routeExpectations(s)
+			ms := opened[0].Measurements()
+			Expect(ms).To(HaveLen(len(routes)), "one measurement per route expectation")
+			for i, rt := range routes {
+				m := ms[i]
+				report("route nftables %s: %s", name, m)
+				Expect(m.From + " -> " + m.To).To(Equal(rt.From + " -> " + rt.To))
+				key := name + " " + rt.From + " -> " + rt.To
+				Expect(m.Skipped).To(Equal(unmeasuredNFTRoutes[key]), "route %s", key)
+				if m.Skipped == "" {
+					Expect(m.N).To(BeNumerically(">", 0))
+					Expect(m.Agrees()).To(Succeed())
+				}
+			}
 		})
 	}
+	It("lists as unmeasured only routes of the library", func() {
+		known := map[string]bool{}
+		for _, name := range names {
+			s, err := scenarios.LoadLibrary(name)
+			Expect(err).NotTo(HaveOccurred())
+			for _, rt := range routeExpectations(s) {
+				known[name+" "+rt.From+" -> "+rt.To] = true
+			}
+		}
+		for k := range unmeasuredNFTRoutes {
+			Expect(known).To(HaveKey(k))
+		}
+	})
+
+	It("catches a wrong prediction: a spread over three endpoints is not 1/2, 1/4, 1/4, and pairs within the affinity timeout are not independent", func() {
+		requireNFT()
+		var d *netns.NFTablesDataplane
+		s, err := scenarios.Parse("wrong.yaml", []byte(nftWrongScenario), nil)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftOnKernel(func(o *netns.NFTablesDataplane) { d = o })})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Failures).To(BeEmpty(), describe(res))
+		eps := []string{"10.244.1.2:8080", "10.244.2.3:8080", "10.244.3.4:8080"}
+		pkt := route.Packet{Src: net.ParseIP("10.244.9.9"), Dst: nftVIP, DPort: 80, Protocol: "tcp"}
+		sets, err := d.NFTables.List(context.Background(), "set")
+		Expect(err).NotTo(HaveOccurred())
+		var aff []string
+		for _, n := range sets {
+			if strings.HasPrefix(n, nftables.PrefixAffinity) {
+				aff = append(aff, n)
+			}
+		}
+		Expect(aff).To(HaveLen(3))
+		single := nftables.Probe{Forget: aff}
+		wrong := route.Shares{eps[0]: big.NewRat(1, 2), eps[1]: big.NewRat(1, 4), eps[2]: big.NewRat(1, 4)}
+		Expect(d.CheckRoute(pkt, wrong, single)).To(MatchError(ContainSubstring("the spread is off")))
+		right := route.Shares{eps[0]: big.NewRat(1, 3), eps[1]: big.NewRat(1, 3), eps[2]: big.NewRat(1, 3)}
+		Expect(d.CheckRoute(pkt, right, single)).To(Succeed())
+
+		// Pairs: within the timeout the second connection follows the
+		// first (X -> X, 1/3 each); claiming 9 independent pairs fails,
+		// and the same claim holds once the sets are emptied between.
+		independent := route.Shares{}
+		for _, a := range eps {
+			for _, b := range eps {
+				independent[a+" -> "+b] = big.NewRat(1, 9)
+			}
+		}
+		kept := nftables.Probe{Forget: aff, Again: true}
+		Expect(d.CheckRoute(pkt, independent, kept)).To(MatchError(ContainSubstring("the spread is off")))
+		expired := nftables.Probe{Forget: aff, Again: true, Expire: aff}
+		Expect(d.CheckRoute(pkt, independent, expired)).To(Succeed())
+		for _, m := range d.Measurements() {
+			report("wrong prediction: %s", m)
+		}
+	})
 })
+
+// nftWrongScenario programs web with ClientIP affinity over three
+// endpoints; the spec measures wrong predictions against it.
+const nftWrongScenario = `name: nft-wrong-prediction
+description: a scenario the host-kernel suite generates
+proxy: {mode: nftables, version: v1.36.0, minSyncPeriod: 1s, nodeName: node-a, nodeIPs: [192.168.0.2], clusterCIDR: 10.244.0.0/16}
+objects:
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: web, namespace: default}
+    spec:
+      clusterIP: 10.96.0.10
+      ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+      sessionAffinity: ClientIP
+      sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: {name: web-abc, namespace: default, labels: {kubernetes.io/service-name: web}}
+    addressType: IPv4
+    ports: [{name: http, port: 8080, protocol: TCP}]
+    endpoints:
+      - {addresses: [10.244.1.2], nodeName: node-b}
+      - {addresses: [10.244.2.3], nodeName: node-c}
+      - {addresses: [10.244.3.4], nodeName: node-d}
+timeline:
+  - at: 1s
+    expect: {syncs: {at: [0s]}}
+`
 
 // requireNFT skips a spec that cannot run here (not root, no nft), or
 // fails it under PROXYSIM_HOST_KERNEL_REQUIRED=1 (make e2e-host), as the

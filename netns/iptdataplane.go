@@ -16,9 +16,7 @@ import (
 type IPTablesDataplane struct {
 	*IPTablesNode
 	kernel, version string
-
-	mu       sync.Mutex
-	measured []Measurement
+	measurements
 }
 
 var _ iptables.Dataplane = (*IPTablesDataplane)(nil)
@@ -82,21 +80,31 @@ func (d *IPTablesDataplane) CheckRoute(pkt iptables.Packet, predicted iptables.S
 // CheckRouteWith is CheckRoute for a prediction made with the clients'
 // affinity history (see MeasureWith).
 func (d *IPTablesDataplane) CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) error {
-	m, err := d.MeasureWith(pkt, predicted, affinity)
+	return d.record(d.MeasureWith(pkt, predicted, affinity))
+}
+
+// measurements are the routes a dataplane checked, in order.
+type measurements struct {
+	mu       sync.Mutex
+	measured []Measurement
+}
+
+// record keeps a measurement and says whether the kernel agreed.
+func (l *measurements) record(m Measurement, err error) error {
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.measured = append(d.measured, m)
-	d.mu.Unlock()
+	l.mu.Lock()
+	l.measured = append(l.measured, m)
+	l.mu.Unlock()
 	return m.Agrees()
 }
 
 // Measurements are the routes checked so far, in order.
-func (d *IPTablesDataplane) Measurements() []Measurement {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]Measurement(nil), d.measured...)
+func (l *measurements) Measurements() []Measurement {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Measurement(nil), l.measured...)
 }
 
 func parseIPs(list []string) ([]net.IP, error) {
