@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -416,7 +418,17 @@ var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Failures).To(BeEmpty(), describe(res))
 		eps := []string{"10.244.1.2:8080", "10.244.2.3:8080", "10.244.3.4:8080"}
-		pkt := route.Packet{Src: net.ParseIP("10.244.9.9"), Dst: nftVIP, DPort: 80, Protocol: "tcp"}
+		client := net.ParseIP("10.244.9.9")
+		web := route.Packet{Src: client, Dst: nftVIP, DPort: 80, Protocol: "tcp"}
+		wrong := route.Shares{eps[0]: big.NewRat(1, 2), eps[1]: big.NewRat(1, 4), eps[2]: big.NewRat(1, 4)}
+		Expect(d.CheckRoute(web, wrong, nftables.Probe{})).To(MatchError(ContainSubstring("the spread is off")))
+		right := route.Shares{eps[0]: big.NewRat(1, 3), eps[1]: big.NewRat(1, 3), eps[2]: big.NewRat(1, 3)}
+		Expect(d.CheckRoute(web, right, nftables.Probe{})).To(Succeed())
+
+		// Pairs of connections to sticky (ClientIP affinity, two
+		// endpoints): within the timeout the second follows the first
+		// (X -> X, 1/2 each), so claiming four independent pairs fails;
+		// the same claim holds once the sets are emptied between the two.
 		sets, err := d.NFTables.List(context.Background(), "set")
 		Expect(err).NotTo(HaveOccurred())
 		var aff []string
@@ -425,34 +437,27 @@ var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"
 				aff = append(aff, n)
 			}
 		}
-		Expect(aff).To(HaveLen(3))
-		single := nftables.Probe{Forget: aff}
-		wrong := route.Shares{eps[0]: big.NewRat(1, 2), eps[1]: big.NewRat(1, 4), eps[2]: big.NewRat(1, 4)}
-		Expect(d.CheckRoute(pkt, wrong, single)).To(MatchError(ContainSubstring("the spread is off")))
-		right := route.Shares{eps[0]: big.NewRat(1, 3), eps[1]: big.NewRat(1, 3), eps[2]: big.NewRat(1, 3)}
-		Expect(d.CheckRoute(pkt, right, single)).To(Succeed())
-
-		// Pairs: within the timeout the second connection follows the
-		// first (X -> X, 1/3 each); claiming 9 independent pairs fails,
-		// and the same claim holds once the sets are emptied between.
+		Expect(aff).To(HaveLen(2))
+		sticky := route.Packet{Src: client, Dst: net.ParseIP("10.96.0.11"), DPort: 80, Protocol: "tcp"}
 		independent := route.Shares{}
-		for _, a := range eps {
-			for _, b := range eps {
-				independent[a+" -> "+b] = big.NewRat(1, 9)
+		for _, a := range eps[:2] {
+			for _, b := range eps[:2] {
+				independent[a+" -> "+b] = big.NewRat(1, 4)
 			}
 		}
 		kept := nftables.Probe{Forget: aff, Again: true}
-		Expect(d.CheckRoute(pkt, independent, kept)).To(MatchError(ContainSubstring("the spread is off")))
+		Expect(d.CheckRoute(sticky, independent, kept)).To(MatchError(ContainSubstring("the spread is off")))
 		expired := nftables.Probe{Forget: aff, Again: true, Expire: aff}
-		Expect(d.CheckRoute(pkt, independent, expired)).To(Succeed())
+		Expect(d.CheckRoute(sticky, independent, expired)).To(Succeed())
 		for _, m := range d.Measurements() {
 			report("wrong prediction: %s", m)
 		}
 	})
 })
 
-// nftWrongScenario programs web with ClientIP affinity over three
-// endpoints; the spec measures wrong predictions against it.
+// nftWrongScenario programs web over three endpoints and sticky, with
+// ClientIP affinity, over two of them; the spec measures wrong predictions
+// against them.
 const nftWrongScenario = `name: nft-wrong-prediction
 description: a scenario the host-kernel suite generates
 proxy: {mode: nftables, version: v1.36.0, minSyncPeriod: 1s, nodeName: node-a, nodeIPs: [192.168.0.2], clusterCIDR: 10.244.0.0/16}
@@ -463,8 +468,6 @@ objects:
     spec:
       clusterIP: 10.96.0.10
       ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
-      sessionAffinity: ClientIP
-      sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}
   - apiVersion: discovery.k8s.io/v1
     kind: EndpointSlice
     metadata: {name: web-abc, namespace: default, labels: {kubernetes.io/service-name: web}}
@@ -474,10 +477,46 @@ objects:
       - {addresses: [10.244.1.2], nodeName: node-b}
       - {addresses: [10.244.2.3], nodeName: node-c}
       - {addresses: [10.244.3.4], nodeName: node-d}
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: sticky, namespace: default}
+    spec:
+      clusterIP: 10.96.0.11
+      ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+      sessionAffinity: ClientIP
+      sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: {name: sticky-abc, namespace: default, labels: {kubernetes.io/service-name: sticky}}
+    addressType: IPv4
+    ports: [{name: http, port: 8080, protocol: TCP}]
+    endpoints:
+      - {addresses: [10.244.1.2], nodeName: node-b}
+      - {addresses: [10.244.2.3], nodeName: node-c}
 timeline:
   - at: 1s
     expect: {syncs: {at: [0s]}}
 `
+
+var _ = Describe("a netns replay of the nftables library from the command line", Label("host-kernel"), func() {
+	It("passes every nftables library scenario with `proxysim replay --dataplane netns`, on this kernel's nft", func() {
+		requireNFT()
+		names := nftLibrary()
+		Expect(len(names)).To(BeNumerically(">=", 8))
+		bin := filepath.Join(GinkgoT().TempDir(), "proxysim")
+		out, err := exec.Command("go", "build", "-o", bin, "../cmd/proxysim").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		start := time.Now()
+		cmd := exec.Command(bin, append([]string{"replay", "--dataplane", "netns"}, names...)...)
+		out, err = cmd.CombinedOutput()
+		report("proxysim replay --dataplane netns of %d nftables scenarios: %v", len(names), time.Since(start).Round(time.Second))
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		for _, name := range names {
+			Expect(string(out)).To(MatchRegexp(`(?m)^PASS %s \(.*netns, kernel [^,]+, nftables v[0-9.]+ dataplane\)`, regexp.QuoteMeta(name)), "%s", out)
+		}
+		Expect(namespacesOf(cmd.Process.Pid)).To(BeEmpty(), "the run removes its namespaces")
+	})
+})
 
 // requireNFT skips a spec that cannot run here (not root, no nft), or
 // fails it under PROXYSIM_HOST_KERNEL_REQUIRED=1 (make e2e-host), as the

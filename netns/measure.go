@@ -25,6 +25,9 @@ type Measurement struct {
 	Predicted map[string]float64
 	Counts    map[string]int
 	N         int
+	// Pairs says each of the N trials was two connections of the client,
+	// its outcome "FIRST -> SECOND".
+	Pairs bool
 	// Stat is Pearson's chi-square statistic over the predicted outcomes,
 	// with DF degrees of freedom, and P its p-value; DF is 0 when one
 	// outcome is certain, which is then checked exactly.
@@ -75,7 +78,11 @@ func (m Measurement) String() string {
 	for _, k := range sortedKeys(m.Predicted) {
 		parts = append(parts, fmt.Sprintf("%s %d (expected %.1f)", k, m.Counts[k], m.Predicted[k]*float64(m.N)))
 	}
-	s := fmt.Sprintf("%s %s -> %s, %d connections: %s", m.Protocol, m.From, m.To, m.N, strings.Join(parts, ", "))
+	trials := "connections"
+	if m.Pairs {
+		trials = "pairs of connections"
+	}
+	s := fmt.Sprintf("%s %s -> %s, %d %s: %s", m.Protocol, m.From, m.To, m.N, trials, strings.Join(parts, ", "))
 	if m.DF > 0 {
 		s += fmt.Sprintf("; chi-square %.3f, df %d, p %.3f", m.Stat, m.DF, m.P)
 	}
@@ -132,7 +139,7 @@ const SameAddress = "the client's address is the destination's: its connections 
 // predicted outcomes are pairs "FIRST -> SECOND" (see trial).
 func (n *ProxyNode) measure(pkt route.Packet, predicted route.Shares, t trial) (Measurement, error) {
 	to := net.JoinHostPort(pkt.Dst.String(), strconv.Itoa(pkt.DPort))
-	m := Measurement{Protocol: strings.ToUpper(pkt.Protocol), From: pkt.Src.String(), To: to, Predicted: map[string]float64{}}
+	m := Measurement{Protocol: strings.ToUpper(pkt.Protocol), From: pkt.Src.String(), To: to, Predicted: map[string]float64{}, Pairs: t.again}
 	if m.Protocol == "" {
 		m.Protocol = "TCP"
 	}
@@ -184,7 +191,7 @@ func (n *ProxyNode) measure(pkt route.Packet, predicted route.Shares, t trial) (
 	// while a wrong prediction, which every sample contradicts, still
 	// fails (the e2e suites keep a case that proves it).
 	if m.DF > 0 && m.P < Significance && len(m.unpredicted()) == 0 {
-		m.First = &Measurement{Protocol: m.Protocol, From: m.From, To: m.To, Predicted: m.Predicted, Counts: m.Counts, N: m.N, Stat: m.Stat, DF: m.DF, P: m.P}
+		m.First = &Measurement{Protocol: m.Protocol, From: m.From, To: m.To, Predicted: m.Predicted, Counts: m.Counts, N: m.N, Pairs: m.Pairs, Stat: m.Stat, DF: m.DF, P: m.P}
 		if err := m.sample(n, to, t); err != nil {
 			return m, err
 		}

@@ -274,6 +274,18 @@ func TestAffinity(t *testing.T) {
 	if len(sh) != 4 {
 		t.Errorf("second connection after the timeout must spread again: %s", sh)
 	}
+	// A kernel measuring these routes empties both sets before each trial,
+	// and between a pair's connections only once the gap reaches the
+	// timeout, as the tracer judges.
+	for _, c := range []struct {
+		again  *time.Duration
+		expire int
+	}{{nil, 0}, {ptr(5 * time.Second), 0}, {ptr(10 * time.Second), 2}} {
+		pr := ProbeFor(nft.Table, c.again)
+		if len(pr.Forget) != 2 || !strings.HasPrefix(pr.Forget[0], PrefixAffinity) || pr.Again != (c.again != nil) || len(pr.Expire) != c.expire {
+			t.Errorf("again %v: probe %+v", c.again, pr)
+		}
+	}
 	// Without affinity the second connection is independent of the first.
 	p2, nft2, _ := newTest(t)
 	mustSync(t, p2, state(2, nil))
@@ -541,3 +553,5 @@ func TestMirrorKeepsTheShadowInStep(t *testing.T) {
 		t.Error("a refused transaction must fail and leave the shadow alone")
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
