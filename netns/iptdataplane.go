@@ -24,11 +24,7 @@ var _ iptables.Dataplane = (*IPTablesDataplane)(nil)
 // OpenIPTablesDataplane creates a node (see NewIPTablesNode) programmed
 // through backend b; Close removes it and its pods.
 func OpenIPTablesDataplane(b IPTablesBackend, nodeIPs []string) (*IPTablesDataplane, error) {
-	ips, err := parseIPs(nodeIPs)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := KernelVersion()
+	ips, kv, err := nodeIPsAndKernel(nodeIPs)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +101,17 @@ func (l *measurements) Measurements() []Measurement {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]Measurement(nil), l.measured...)
+}
+
+// nodeIPsAndKernel parses a dataplane's node IPs and reads the kernel's
+// version.
+func nodeIPsAndKernel(nodeIPs []string) ([]net.IP, string, error) {
+	ips, err := parseIPs(nodeIPs)
+	if err != nil {
+		return nil, "", err
+	}
+	kv, err := KernelVersion()
+	return ips, kv, err
 }
 
 func parseIPs(list []string) ([]net.IP, error) {

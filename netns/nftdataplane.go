@@ -29,11 +29,7 @@ type NFTablesDataplane struct {
 // IPs and the real kube-proxy table interface in it; Close removes it and
 // its pods.
 func OpenNFTablesDataplane(nodeIPs []string) (*NFTablesDataplane, error) {
-	ips, err := parseIPs(nodeIPs)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := KernelVersion()
+	ips, kv, err := nodeIPsAndKernel(nodeIPs)
 	if err != nil {
 		return nil, err
 	}
