@@ -1,8 +1,12 @@
 package netns
 
 import (
+	"context"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/knftables"
 )
 
 const nftListA = `table ip kube-proxy {
@@ -72,5 +76,58 @@ func TestCompareNFTListsNormalisesOrderElementsAndCounters(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want a difference naming %q, got %v", name, c.want, err)
 		}
+	}
+}
+
+// Verify lists the kernel's table and the fake's dump loaded elsewhere
+// through the same nft: a table that means the dump agrees, whatever its
+// history; one rule changed (the same number of rules) does not.
+func TestNFTablesVerifyComparesWithTheKernelsWords(t *testing.T) {
+	if !Privileged() {
+		t.Skip("needs root to create a namespace")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("no nft")
+	}
+	d, err := OpenNFTablesDataplane([]string{"192.168.0.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Verify(""); err != nil {
+		t.Fatalf("no table and an empty dump: %v", err)
+	}
+	// Built in two transactions, the chain after the set, in kube-proxy's
+	// spelling; the dump creates them in one, in another order.
+	tx := d.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Add(&knftables.Set{Name: "cluster-ips", Type: "ipv4_addr"})
+	tx.Add(&knftables.Element{Set: "cluster-ips", Key: []string{"10.96.0.11"}})
+	tx.Add(&knftables.Element{Set: "cluster-ips", Key: []string{"10.96.0.10"}})
+	if err := d.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	tx = d.NewTransaction()
+	tx.Add(&knftables.Chain{Name: "masquerading"})
+	tx.Add(&knftables.Rule{Chain: "masquerading", Rule: "mark and 0x00004000 != 0 mark set mark xor 0x00004000 masquerade fully-random"})
+	if err := d.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	dump := `add table ip kube-proxy
+add chain ip kube-proxy masquerading
+add set ip kube-proxy cluster-ips { type ipv4_addr ; }
+add rule ip kube-proxy masquerading mark and 0x00004000 != 0 mark set mark xor 0x00004000 masquerade fully-random
+add element ip kube-proxy cluster-ips { 10.96.0.10 }
+add element ip kube-proxy cluster-ips { 10.96.0.11 }
+`
+	if err := d.Verify(dump); err != nil {
+		t.Fatalf("the same table by meaning: %v", err)
+	}
+	changed := strings.Replace(dump, "masquerade fully-random", "masquerade", 1)
+	if err := d.Verify(changed); err == nil || !strings.Contains(err.Error(), "chain masquerading") {
+		t.Fatalf("a changed rule must be found: %v", err)
+	}
+	if err := d.Verify(strings.Replace(dump, "{ 10.96.0.11 }", "{ 10.96.0.12 }", 1)); err == nil || !strings.Contains(err.Error(), "set cluster-ips") {
+		t.Fatalf("a changed element must be found: %v", err)
 	}
 }
