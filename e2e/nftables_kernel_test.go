@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -528,11 +527,5 @@ func requireNFT() {
 	} else if _, err := exec.LookPath("nft"); err != nil {
 		why = "no nft"
 	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("PROXYSIM_HOST_KERNEL_REQUIRED") == "1" {
-		Fail("PROXYSIM_HOST_KERNEL_REQUIRED=1, but " + why)
-	}
-	Skip(why + ": " + howToRunHost)
+	hostKernelGate(why, howToRunHost)
 }
