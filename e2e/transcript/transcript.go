@@ -112,13 +112,11 @@ var otherFaults = []string{"the next %d ingress-nginx reloads fail"}
 // Record replays s with proxysim's engine on its fake dataplane and
 // returns the transcript.
 func Record(s *scenarios.Scenario) (t *Transcript, err error) {
-	defer func() {
-		// A retold scenario (AsIPTables) may hold a step of its own mode
-		// that cannot run on another mode's dataplane.
-		if p := recover(); p != nil {
-			err = fmt.Errorf("a step written for another mode's dataplane (an IPVS connection, fault or ipvsadm command) cannot run on this one (%v)", p)
-		}
-	}()
+	// A retold scenario (AsIPTables) may hold a step that only its first
+	// mode has, which drives that mode's dataplane.
+	if err := foreignStep(s); err != nil {
+		return nil, err
+	}
 	t = &Transcript{Scenario: s}
 	if c := s.Proxy.SyncCost; c.Fixed != 0 || c.PerService != 0 || c.PerEndpoint != 0 || len(c.Runs) > 0 {
 		t.unsupported("proxy.syncCost (first at 0s): a sync's cost in virtual time; kube-proxy's syncs take no virtual time in a bubble")
@@ -297,4 +295,50 @@ func AsIPTables(s *scenarios.Scenario) *scenarios.Scenario {
 		c.Timeline = append(c.Timeline, st)
 	}
 	return &c
+}
+
+// foreignStep reports the first step of s whose action is another mode's
+// own (a step or fault that mode registers, such as the IPVS mode's client
+// connections, faults and ipvsadm commands): it drives that mode's
+// dataplane, so it cannot run in s's mode.
+func foreignStep(s *scenarios.Scenario) error {
+	owner := map[reflect.Type]string{}
+	for _, name := range scenarios.ModeNames() {
+		if name == s.Proxy.Mode {
+			continue
+		}
+		m, _ := scenarios.LookupMode(name)
+		for _, parts := range [][]func() scenarios.Action{m.Actions(), m.Faults()} {
+			for _, newAction := range parts {
+				owner[reflect.TypeOf(newAction())] = name
+			}
+		}
+	}
+	for _, st := range s.Timeline {
+		for _, a := range st.Actions {
+			if mode, ok := owner[reflect.TypeOf(a)]; ok {
+				at := time.Duration(0)
+				if st.At != nil {
+					at = st.At.D()
+				}
+				return fmt.Errorf("step %q (first at %v) is the %s mode's own, on its dataplane; the %s mode has none", actionKey(a), at, mode, s.Proxy.Mode)
+			}
+		}
+	}
+	return nil
+}
+
+// actionKey is the scenario key of an action: the yaml name of its
+// struct's first field, as the mode registers it.
+func actionKey(a scenarios.Action) string {
+	t := reflect.TypeOf(a)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Struct && t.NumField() > 0 {
+		if tag, _, _ := strings.Cut(t.Field(0).Tag.Get("yaml"), ","); tag != "" {
+			return tag
+		}
+	}
+	return t.Name()
 }

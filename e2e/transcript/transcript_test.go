@@ -106,3 +106,21 @@ func TestDrive(t *testing.T) {
 		}
 	})
 }
+
+// TestRetoldForeignStep: an IPVS scenario retold for iptables whose first
+// foreign step is a client connection is refused with that step named,
+// before anything replays; the same scenario in its own mode records.
+func TestRetoldForeignStep(t *testing.T) {
+	s, err := scenarios.LoadLibrary("kernel-suite/graceful-termination")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Record(s); err != nil {
+		t.Fatalf("in its own mode: %v", err)
+	}
+	_, err = Record(AsIPTables(s))
+	want := `step "connect" (first at 1s) is the ipvs mode's own, on its dataplane; the iptables mode has none`
+	if err == nil || err.Error() != want {
+		t.Fatalf("retold: got %v, want %q", err, want)
+	}
+}
