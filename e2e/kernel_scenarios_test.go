@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,6 +53,12 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 		}
 	}
 
+	// The long stories come last: they run in the background meanwhile.
+	sort.SliceStable(names, func(i, j int) bool {
+		return !slices.Contains(longKernelStories, names[i]) && slices.Contains(longKernelStories, names[j])
+	})
+	BeforeEach(startLongKernelStories)
+
 	It("holds the kernel suite's behaviours", func() {
 		Expect(len(names)).To(BeNumerically(">=", 10))
 	})
@@ -66,7 +73,7 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 			if ok, why := kernelAvailable(); !ok {
 				Skip("passes on the fake; kernel half skipped (" + why + "): " + howToRun)
 			}
-			kernel, err := scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+			kernel, err := kernelReplay(name, s)
 			Expect(err).NotTo(HaveOccurred())
 			GinkgoWriter.Printf("%s on %s: %v of real time\n", name, kernel.Env, kernel.Wall)
 			if outcome(kernel) != outcome(fake) {
