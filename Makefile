@@ -101,9 +101,12 @@ e2e-browser:
 	PROXYSIM_BROWSER_REQUIRED=1 $(GO) test -count=1 -v -run 'Chromium|Screenshot' ./scenarios/report
 
 ## upstream: the trackers and the iptables proxier side by side with
-## kube-proxy's own (a separate module); IPT_SEQUENCES defaults to SEQUENCES
+## kube-proxy's own (a separate module), kube-proxy's metric definitions, and
+## kube-proxy configurations rendered by kubeadm and read by kube-proxy's own
+## command against proxysim's reading (kubeproxyconfig); IPT_SEQUENCES defaults to SEQUENCES
 upstream:
-	cd e2e/upstream && $(GO) test -count=1 -v -skip 'InBubble|BubbleComparison' ./... -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -v -skip 'InBubble|BubbleComparison' . -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -v ./kubeproxyconfig
 
 SEQUENCES ?= 10000
 IPT_SEQUENCES ?= $(SEQUENCES)
@@ -112,10 +115,11 @@ IPT_SEQUENCES ?= $(SEQUENCES)
 ES_SEQUENCES ?= 10000
 
 ## upstream-nftables: kube-proxy v1.36's nftables proxier side by side with proxysim's, each on a
-## knftables.Fake (kube-proxy's is constructed in a user+network namespace: needs nft and unshare)
+## knftables.Fake (kube-proxy's is constructed in a user+network namespace: needs nft and unshare;
+## PROXYSIM_NFTABLES_REQUIRED makes a missing tool or namespace fail the test, never skip it)
 upstream-nftables:
 	bash netns/hostdeps.sh
-	cd e2e/upstream && $(GO) test -count=1 -run TestNFTablesMatchesKubeProxy -v . -args -nft-sequences $(NFT_SEQUENCES) -seed $(SEED)
+	cd e2e/upstream && PROXYSIM_NFTABLES_REQUIRED=1 $(GO) test -count=1 -run TestNFTablesMatchesKubeProxy -v . -args -nft-sequences $(NFT_SEQUENCES) -seed $(SEED)
 
 NFT_SEQUENCES ?= 1000
 SEED ?= 1

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/nftables"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -90,7 +93,7 @@ func (n *nftNode) sync(mutate func(*proxy.ServicePort), backends []int, local ma
 
 func (n *nftNode) syncState(st *proxy.SyncState) {
 	Expect(n.p.Sync(st)).To(Succeed())
-	Expect(n.mirror.Compare(context.Background())).To(Succeed())
+	Expect(n.real.Verify(n.mirror.Shadow.Dump())).To(Succeed())
 }
 
 // traced is the tracer's answer over the shadow, for a client of the
@@ -298,31 +301,220 @@ var _ = Describe("nftables on this host's kernel", Label("host-kernel"), func() 
 	})
 })
 
-// nftablesNetns replays an nftables scenario on this kernel, in a fresh
-// node namespace.
-var nftablesNetns = nftablesmode.OnKernel(func() (knftables.Interface, string, func() error, error) {
-	return netns.OpenNFTables()
-})
+// nftOnKernel is the nftables mode on this kernel; each dataplane it opens
+// is handed to opened and removed when the spec ends.
+func nftOnKernel(opened func(*netns.NFTablesDataplane)) scenarios.DataplaneFactory {
+	return nftablesmode.OnKernel(func(nodeIPs []string) (nftablesmode.Kernel, error) {
+		d, err := netns.OpenNFTablesDataplane(nodeIPs)
+		if err != nil {
+			return nil, err
+		}
+		DeferCleanup(func() { Expect(d.Close()).To(Succeed()) })
+		opened(d)
+		return keepNFTOpen{d}, nil
+	})
+}
 
-var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"), func() {
+// keepNFTOpen leaves the namespaces in place when the replay ends (the
+// spec removes them), so a spec can measure the table the replay left.
+type keepNFTOpen struct{ *netns.NFTablesDataplane }
+
+func (keepNFTOpen) Close() error { return nil }
+
+// routeExpectations lists a scenario's route expectations, in timeline
+// order: each is measured once on a kernel.
+func routeExpectations(s *scenarios.Scenario) []*routeexpect.Route {
+	var out []*routeexpect.Route
+	for _, st := range s.Timeline {
+		if st.Expect == nil {
+			continue
+		}
+		for _, c := range st.Expect.Checks {
+			if r, ok := c.(*routeexpect.Expect); ok && r.Route != nil {
+				out = append(out, r.Route)
+			}
+		}
+	}
+	return out
+}
+
+// unmeasuredNFTRoutes are the route expectations of the nftables library
+// that the kernel half does not measure, keyed "scenario from -> to", with
+// the reason the measurement must give. Any other route unmeasured, or
+// one of these measured or unmeasured for another reason, fails.
+var unmeasuredNFTRoutes = map[string]string{
+	// A node reaching a LoadBalancer IP it holds, as kube-proxy lets in
+	// when a source range holds the node IP: the tracer starts it at
+	// prerouting like any outside client, but a client namespace that
+	// owns the address would deliver it to itself.
+	"nftables-source-ranges 198.51.100.10 -> 198.51.100.10:80": netns.SameAddress,
+}
+
+// nftLibrary lists the library's scenarios of mode nftables when the
+// suite is built, so scenarios added later are included.
+func nftLibrary() []string {
 	var names []string
 	for _, n := range scenarios.LibraryNames() {
 		if s, err := scenarios.LoadLibrary(n); err == nil && s.Proxy.Mode == nftablesmode.Name {
 			names = append(names, n)
 		}
 	}
-	It("has scenarios to replay", func() { Expect(len(names)).To(BeNumerically(">=", 6)) })
+	return names
+}
+
+var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"), func() {
+	names := nftLibrary()
+	It("has scenarios to replay", func() { Expect(len(names)).To(BeNumerically(">=", 8)) })
 	for _, name := range names {
-		It("replays "+name+" with the kernel's table equal to the fake's", func() {
+		It("replays "+name+": the kernel's table means the fake's at every golden and route, and every route's connections go where the tracer says", func() {
 			requireNFT()
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
-			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftablesNetns})
+			var opened []*netns.NFTablesDataplane
+			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftOnKernel(func(d *netns.NFTablesDataplane) { opened = append(opened, d) })})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Failures).To(BeEmpty(), describe(res))
 			Expect(res.Checks).To(BeNumerically(">", 0))
+			Expect(opened).To(HaveLen(1))
+			// Every route expectation was measured, in timeline order,
+			// except those listed with their reason.
+			routes := routeExpectations(s)
+			ms := opened[0].Measurements()
+			Expect(ms).To(HaveLen(len(routes)), "one measurement per route expectation")
+			for i, rt := range routes {
+				m := ms[i]
+				report("route nftables %s: %s", name, m)
+				Expect(m.From + " -> " + m.To).To(Equal(rt.From + " -> " + rt.To))
+				key := name + " " + rt.From + " -> " + rt.To
+				Expect(m.Skipped).To(Equal(unmeasuredNFTRoutes[key]), "route %s", key)
+				if m.Skipped == "" {
+					Expect(m.N).To(BeNumerically(">", 0))
+					Expect(m.Agrees()).To(Succeed())
+				}
+			}
 		})
 	}
+	It("lists as unmeasured only routes of the library", func() {
+		known := map[string]bool{}
+		for _, name := range names {
+			s, err := scenarios.LoadLibrary(name)
+			Expect(err).NotTo(HaveOccurred())
+			for _, rt := range routeExpectations(s) {
+				known[name+" "+rt.From+" -> "+rt.To] = true
+			}
+		}
+		for k := range unmeasuredNFTRoutes {
+			Expect(known).To(HaveKey(k))
+		}
+	})
+
+	It("catches a wrong prediction: a spread over three endpoints is not 1/2, 1/4, 1/4, and pairs within the affinity timeout are not independent", func() {
+		requireNFT()
+		var d *netns.NFTablesDataplane
+		s, err := scenarios.Parse("wrong.yaml", []byte(nftWrongScenario), nil)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftOnKernel(func(o *netns.NFTablesDataplane) { d = o })})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Failures).To(BeEmpty(), describe(res))
+		eps := []string{"10.244.1.2:8080", "10.244.2.3:8080", "10.244.3.4:8080"}
+		client := net.ParseIP("10.244.9.9")
+		web := route.Packet{Src: client, Dst: nftVIP, DPort: 80, Protocol: "tcp"}
+		wrong := route.Shares{eps[0]: big.NewRat(1, 2), eps[1]: big.NewRat(1, 4), eps[2]: big.NewRat(1, 4)}
+		Expect(d.CheckRoute(web, wrong, nftables.Probe{})).To(MatchError(ContainSubstring("the spread is off")))
+		right := route.Shares{eps[0]: big.NewRat(1, 3), eps[1]: big.NewRat(1, 3), eps[2]: big.NewRat(1, 3)}
+		Expect(d.CheckRoute(web, right, nftables.Probe{})).To(Succeed())
+
+		// Pairs of connections to sticky (ClientIP affinity, two
+		// endpoints): within the timeout the second follows the first
+		// (X -> X, 1/2 each), so claiming four independent pairs fails;
+		// the same claim holds once the sets are emptied between the two.
+		sets, err := d.NFTables.List(context.Background(), "set")
+		Expect(err).NotTo(HaveOccurred())
+		var aff []string
+		for _, n := range sets {
+			if strings.HasPrefix(n, nftables.PrefixAffinity) {
+				aff = append(aff, n)
+			}
+		}
+		Expect(aff).To(HaveLen(2))
+		sticky := route.Packet{Src: client, Dst: net.ParseIP("10.96.0.11"), DPort: 80, Protocol: "tcp"}
+		independent := route.Shares{}
+		for _, a := range eps[:2] {
+			for _, b := range eps[:2] {
+				independent[a+" -> "+b] = big.NewRat(1, 4)
+			}
+		}
+		kept := nftables.Probe{Forget: aff, Again: true}
+		Expect(d.CheckRoute(sticky, independent, kept)).To(MatchError(ContainSubstring("the spread is off")))
+		expired := nftables.Probe{Forget: aff, Again: true, Expire: aff}
+		Expect(d.CheckRoute(sticky, independent, expired)).To(Succeed())
+		for _, m := range d.Measurements() {
+			report("wrong prediction: %s", m)
+		}
+	})
+})
+
+// nftWrongScenario programs web over three endpoints and sticky, with
+// ClientIP affinity, over two of them; the spec measures wrong predictions
+// against them.
+const nftWrongScenario = `name: nft-wrong-prediction
+description: a scenario the host-kernel suite generates
+proxy: {mode: nftables, version: v1.36.0, minSyncPeriod: 1s, nodeName: node-a, nodeIPs: [192.168.0.2], clusterCIDR: 10.244.0.0/16}
+objects:
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: web, namespace: default}
+    spec:
+      clusterIP: 10.96.0.10
+      ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: {name: web-abc, namespace: default, labels: {kubernetes.io/service-name: web}}
+    addressType: IPv4
+    ports: [{name: http, port: 8080, protocol: TCP}]
+    endpoints:
+      - {addresses: [10.244.1.2], nodeName: node-b}
+      - {addresses: [10.244.2.3], nodeName: node-c}
+      - {addresses: [10.244.3.4], nodeName: node-d}
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: sticky, namespace: default}
+    spec:
+      clusterIP: 10.96.0.11
+      ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+      sessionAffinity: ClientIP
+      sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}
+  - apiVersion: discovery.k8s.io/v1
+    kind: EndpointSlice
+    metadata: {name: sticky-abc, namespace: default, labels: {kubernetes.io/service-name: sticky}}
+    addressType: IPv4
+    ports: [{name: http, port: 8080, protocol: TCP}]
+    endpoints:
+      - {addresses: [10.244.1.2], nodeName: node-b}
+      - {addresses: [10.244.2.3], nodeName: node-c}
+timeline:
+  - at: 1s
+    expect: {syncs: {at: [0s]}}
+`
+
+var _ = Describe("a netns replay of the nftables library from the command line", Label("host-kernel"), func() {
+	It("passes every nftables library scenario with `proxysim replay --dataplane netns`, on this kernel's nft", func() {
+		requireNFT()
+		names := nftLibrary()
+		Expect(len(names)).To(BeNumerically(">=", 8))
+		bin := filepath.Join(GinkgoT().TempDir(), "proxysim")
+		out, err := exec.Command("go", "build", "-o", bin, "../cmd/proxysim").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		start := time.Now()
+		cmd := exec.Command(bin, append([]string{"replay", "--dataplane", "netns"}, names...)...)
+		out, err = cmd.CombinedOutput()
+		report("proxysim replay --dataplane netns of %d nftables scenarios: %v", len(names), time.Since(start).Round(time.Second))
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		for _, name := range names {
+			Expect(string(out)).To(MatchRegexp(`(?m)^PASS %s \(.*netns, kernel [^,]+, nftables v[0-9.]+ dataplane\)`, regexp.QuoteMeta(name)), "%s", out)
+		}
+		Expect(namespacesOf(cmd.Process.Pid)).To(BeEmpty(), "the run removes its namespaces")
+	})
 })
 
 // requireNFT skips a spec that cannot run here (not root, no nft), or
@@ -335,11 +527,5 @@ func requireNFT() {
 	} else if _, err := exec.LookPath("nft"); err != nil {
 		why = "no nft"
 	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("PROXYSIM_HOST_KERNEL_REQUIRED") == "1" {
-		Fail("PROXYSIM_HOST_KERNEL_REQUIRED=1, but " + why)
-	}
-	Skip(why + ": " + howToRunHost)
+	hostKernelGate(why, howToRunHost)
 }

@@ -16,9 +16,7 @@ import (
 type IPTablesDataplane struct {
 	*IPTablesNode
 	kernel, version string
-
-	mu       sync.Mutex
-	measured []Measurement
+	measurements
 }
 
 var _ iptables.Dataplane = (*IPTablesDataplane)(nil)
@@ -26,11 +24,7 @@ var _ iptables.Dataplane = (*IPTablesDataplane)(nil)
 // OpenIPTablesDataplane creates a node (see NewIPTablesNode) programmed
 // through backend b; Close removes it and its pods.
 func OpenIPTablesDataplane(b IPTablesBackend, nodeIPs []string) (*IPTablesDataplane, error) {
-	ips, err := parseIPs(nodeIPs)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := KernelVersion()
+	ips, kv, err := nodeIPsAndKernel(nodeIPs)
 	if err != nil {
 		return nil, err
 	}
@@ -82,21 +76,42 @@ func (d *IPTablesDataplane) CheckRoute(pkt iptables.Packet, predicted iptables.S
 // CheckRouteWith is CheckRoute for a prediction made with the clients'
 // affinity history (see MeasureWith).
 func (d *IPTablesDataplane) CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) error {
-	m, err := d.MeasureWith(pkt, predicted, affinity)
+	return d.record(d.MeasureWith(pkt, predicted, affinity))
+}
+
+// measurements are the routes a dataplane checked, in order.
+type measurements struct {
+	mu       sync.Mutex
+	measured []Measurement
+}
+
+// record keeps a measurement and says whether the kernel agreed.
+func (l *measurements) record(m Measurement, err error) error {
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.measured = append(d.measured, m)
-	d.mu.Unlock()
+	l.mu.Lock()
+	l.measured = append(l.measured, m)
+	l.mu.Unlock()
 	return m.Agrees()
 }
 
 // Measurements are the routes checked so far, in order.
-func (d *IPTablesDataplane) Measurements() []Measurement {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]Measurement(nil), d.measured...)
+func (l *measurements) Measurements() []Measurement {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Measurement(nil), l.measured...)
+}
+
+// nodeIPsAndKernel parses a dataplane's node IPs and reads the kernel's
+// version.
+func nodeIPsAndKernel(nodeIPs []string) ([]net.IP, string, error) {
+	ips, err := parseIPs(nodeIPs)
+	if err != nil {
+		return nil, "", err
+	}
+	kv, err := KernelVersion()
+	return ips, kv, err
 }
 
 func parseIPs(list []string) ([]net.IP, error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/proxysim/proxysim/sim/iptables"
+	"github.com/proxysim/proxysim/sim/route"
 )
 
 // Significance is the p-value below which a spread of real connections
@@ -24,6 +25,9 @@ type Measurement struct {
 	Predicted map[string]float64
 	Counts    map[string]int
 	N         int
+	// Pairs says each of the N trials was two connections of the client,
+	// its outcome "FIRST -> SECOND".
+	Pairs bool
 	// Stat is Pearson's chi-square statistic over the predicted outcomes,
 	// with DF degrees of freedom, and P its p-value; DF is 0 when one
 	// outcome is certain, which is then checked exactly.
@@ -74,7 +78,11 @@ func (m Measurement) String() string {
 	for _, k := range sortedKeys(m.Predicted) {
 		parts = append(parts, fmt.Sprintf("%s %d (expected %.1f)", k, m.Counts[k], m.Predicted[k]*float64(m.N)))
 	}
-	s := fmt.Sprintf("%s %s -> %s, %d connections: %s", m.Protocol, m.From, m.To, m.N, strings.Join(parts, ", "))
+	trials := "connections"
+	if m.Pairs {
+		trials = "pairs of connections"
+	}
+	s := fmt.Sprintf("%s %s -> %s, %d %s: %s", m.Protocol, m.From, m.To, m.N, trials, strings.Join(parts, ", "))
 	if m.DF > 0 {
 		s += fmt.Sprintf("; chi-square %.3f, df %d, p %.3f", m.Stat, m.DF, m.P)
 	}
@@ -111,54 +119,68 @@ func (n *IPTablesNode) Measure(pkt iptables.Packet, predicted iptables.Shares) (
 // every connection from the history the prediction assumed. A nil
 // affinity is no history.
 func (n *IPTablesNode) MeasureWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) (Measurement, error) {
+	// Without history, affinity can only bend a spread: a certain outcome
+	// needs no forgetting, and runs its connections (timeouts included)
+	// at once.
+	var t trial
+	switch {
+	case len(affinity) > 0:
+		t.prepare = func() error { return n.SetAffinity(affinity) }
+	case len(predicted) > 1 && n.HasAffinityLists():
+		t.prepare = n.ForgetAffinity
+	}
+	return n.measure(pkt, predicted, t)
+}
+
+// SameAddress is why a route from an address to itself is not measured.
+const SameAddress = "the client's address is the destination's: its connections would stay in its own namespace"
+
+// measure is a measurement whose trials run as t says: with t.again the
+// predicted outcomes are pairs "FIRST -> SECOND" (see trial).
+func (n *ProxyNode) measure(pkt route.Packet, predicted route.Shares, t trial) (Measurement, error) {
 	to := net.JoinHostPort(pkt.Dst.String(), strconv.Itoa(pkt.DPort))
-	m := Measurement{Protocol: strings.ToUpper(pkt.Protocol), From: pkt.Src.String(), To: to, Predicted: map[string]float64{}}
+	m := Measurement{Protocol: strings.ToUpper(pkt.Protocol), From: pkt.Src.String(), To: to, Predicted: map[string]float64{}, Pairs: t.again}
 	if m.Protocol == "" {
 		m.Protocol = "TCP"
 	}
-	if m.Protocol != "TCP" && m.Protocol != "UDP" {
+	switch {
+	case m.Protocol != "TCP" && m.Protocol != "UDP":
 		m.Skipped = "only TCP and UDP connections are sent"
 		return m, nil
-	}
-	if len(predicted) > maxOutcomes {
+	case len(predicted) > maxOutcomes:
 		m.Skipped = fmt.Sprintf("%d outcomes, more than %d", len(predicted), maxOutcomes)
+		return m, nil
+	case pkt.Src.Equal(pkt.Dst) && !n.isNodeIP(pkt.Src):
+		m.Skipped = SameAddress
 		return m, nil
 	}
 	rarest := 1.0
 	for _, k := range predicted.Keys() {
 		share, _ := predicted[k].Float64()
-		seen := k
-		switch k {
-		case iptables.VerdictReject:
-			seen = OutcomeRefused
-		case iptables.VerdictDrop:
-			seen = OutcomeTimeout
-		case iptables.VerdictAccept:
-			seen = to
+		parts := []string{k}
+		if t.again {
+			first, second, ok := strings.Cut(k, " -> ")
+			if !ok {
+				return m, fmt.Errorf("outcome %q is not a pair FIRST -> SECOND", k)
+			}
+			parts = []string{first, second}
 		}
-		if seen != OutcomeRefused && seen != OutcomeTimeout {
-			if err := n.Serve(m.Protocol, seen); err != nil {
-				return m, err
+		for i, p := range parts {
+			parts[i] = seenAs(p, to)
+			if parts[i] != OutcomeRefused && parts[i] != OutcomeTimeout {
+				if err := n.Serve(m.Protocol, parts[i]); err != nil {
+					return m, err
+				}
 			}
 		}
-		m.Predicted[seen] += share
+		m.Predicted[strings.Join(parts, " -> ")] += share
 		rarest = min(rarest, share)
 	}
 	m.N = exactSamples
 	if len(m.Predicted) > 1 {
 		m.N = min(maxSamples, max(samplesPerOutcome*len(m.Predicted), int(math.Ceil(minExpected/rarest))))
 	}
-	// Without history, affinity can only bend a spread: a certain outcome
-	// needs no forgetting, and runs its connections (timeouts included)
-	// at once.
-	var prepare func() error
-	switch {
-	case len(affinity) > 0:
-		prepare = func() error { return n.SetAffinity(affinity) }
-	case len(m.Predicted) > 1 && n.HasAffinityLists():
-		prepare = n.ForgetAffinity
-	}
-	if err := m.sample(n, to, prepare); err != nil {
+	if err := m.sample(n, to, t); err != nil {
 		return m, err
 	}
 	// A right prediction still fails one sample in 1/Significance by
@@ -169,18 +191,33 @@ func (n *IPTablesNode) MeasureWith(pkt iptables.Packet, predicted iptables.Share
 	// while a wrong prediction, which every sample contradicts, still
 	// fails (the e2e suites keep a case that proves it).
 	if m.DF > 0 && m.P < Significance && len(m.unpredicted()) == 0 {
-		m.First = &Measurement{Protocol: m.Protocol, From: m.From, To: m.To, Predicted: m.Predicted, Counts: m.Counts, N: m.N, Stat: m.Stat, DF: m.DF, P: m.P}
-		if err := m.sample(n, to, prepare); err != nil {
+		m.First = &Measurement{Protocol: m.Protocol, From: m.From, To: m.To, Predicted: m.Predicted, Counts: m.Counts, N: m.N, Pairs: m.Pairs, Stat: m.Stat, DF: m.DF, P: m.P}
+		if err := m.sample(n, to, t); err != nil {
 			return m, err
 		}
 	}
 	return m, nil
 }
 
-// sample sprays m.N fresh connections and sets Counts and, for a spread,
-// the chi-square test's Stat, DF and P.
-func (m *Measurement) sample(n *IPTablesNode, to string, prepare func() error) error {
-	counts, err := n.spray(m.Protocol, m.From, to, m.N, prepare)
+// seenAs is what a client sees of a tracer's outcome: an endpoint's
+// "ip:port", OutcomeRefused for REJECT, OutcomeTimeout for DROP, and the
+// destination itself answering for ACCEPT.
+func seenAs(outcome, to string) string {
+	switch outcome {
+	case route.Reject:
+		return OutcomeRefused
+	case route.Drop:
+		return OutcomeTimeout
+	case route.Accept:
+		return to
+	}
+	return outcome
+}
+
+// sample runs m.N fresh trials and sets Counts and, for a spread, the
+// chi-square test's Stat, DF and P.
+func (m *Measurement) sample(n *ProxyNode, to string, t trial) error {
+	counts, err := n.spray(m.Protocol, m.From, to, m.N, t)
 	if err != nil {
 		return err
 	}

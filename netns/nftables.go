@@ -15,8 +15,10 @@ import (
 // starts it). It is what kube-proxy's nftables proxier programs, and what
 // sim/nftables programs in production.
 type NFTables struct {
-	ns    *Namespace
-	inner knftables.Interface
+	ns     *Namespace
+	inner  knftables.Interface
+	family knftables.Family
+	table  string
 }
 
 var _ knftables.Interface = (*NFTables)(nil)
@@ -25,7 +27,7 @@ var _ knftables.Interface = (*NFTables)(nil)
 // this namespace. It fails when `nft` is missing or too old (knftables.New
 // checks both), or the namespace refuses an nft table.
 func (n *Namespace) NFTables(family knftables.Family, table string) (*NFTables, error) {
-	nft := &NFTables{ns: n}
+	nft := &NFTables{ns: n, family: family, table: table}
 	err := n.Do(func() error {
 		var err error
 		nft.inner, err = knftables.New(family, table)
@@ -90,23 +92,48 @@ func (t *NFTables) ListTable(family knftables.Family, table string) (string, err
 	return string(out), err
 }
 
-// OpenNFTables makes a fresh node namespace for one replay and returns the
-// real kube-proxy table interface in it (IPv4), its kernel's version and
-// a function that removes the namespace.
-func OpenNFTables() (*NFTables, string, func() error, error) {
-	n, err := Create("node")
+// Verify compares the table in the namespace with dump (an `nft -f`
+// transaction that creates the whole table, such as knftables.Fake's
+// Dump), by meaning: dump is loaded into a scratch namespace, both tables
+// are listed by the same nft, and the listings are compared after the
+// normalisations CompareNFTLists describes. An empty dump wants no table.
+func (t *NFTables) Verify(dump string) error {
+	got, err := t.ListTable(t.family, t.table)
 	if err != nil {
-		return nil, "", nil, err
+		if dump == "" && strings.Contains(err.Error(), "No such file or directory") {
+			return nil
+		}
+		return err
 	}
-	if err := n.linkUp("lo"); err != nil {
-		n.Close()
-		return nil, "", nil, err
+	if dump == "" {
+		return fmt.Errorf("the kernel holds table %s %s, the fake none", t.family, t.table)
 	}
-	nft, err := n.NFTables(knftables.IPv4Family, "kube-proxy")
+	scratch, err := Create("canon")
 	if err != nil {
-		n.Close()
-		return nil, "", nil, err
+		return err
 	}
-	kv, _ := KernelVersion()
-	return nft, kv, n.Close, nil
+	defer scratch.Close()
+	want, err := (&NFTables{ns: scratch}).load(dump, t.family, t.table)
+	if err != nil {
+		return fmt.Errorf("the kernel refuses the fake's table: %w", err)
+	}
+	return CompareNFTLists(want, got)
+}
+
+// load runs `nft -f -` with text in the namespace, and lists the table.
+func (t *NFTables) load(text string, family knftables.Family, table string) (string, error) {
+	err := t.ns.Do(func() error {
+		var stderr strings.Builder
+		cmd := exec.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(text)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("nft -f: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return t.ListTable(family, table)
 }

@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/knftables"
 
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
@@ -66,8 +65,8 @@ var ipvsOnKernel = ipvsmode.OnKernelWithClient(netns.OpenDataplane, func() (ipvs
 	return dp, topo, closeFn, nil
 })
 
-var nftablesOnKernel = nftablesmode.OnKernel(func() (knftables.Interface, string, func() error, error) {
-	return netns.OpenNFTables()
+var nftablesOnKernel = nftablesmode.OnKernel(func(nodeIPs []string) (nftablesmode.Kernel, error) {
+	return netns.OpenNFTablesDataplane(nodeIPs)
 })
 
 func iptablesOnKernel(b netns.IPTablesBackend) scenarios.DataplaneFactory {

@@ -114,5 +114,5 @@ func identity(s string) (string, error) { return s, nil }
 // handle keeps the kube-ipvs0 addresses, proxysim's fake its own, and the
 // IPVS proxier's ipset and iptables rules have no proxysim model.
 func TestKubeProxyIPVSInBubble(t *testing.T) {
-	runBubble(t, "ipvs", libraryOfMode(t, "ipvs"), newIPVSTarget, identity, lineDiff)
+	runBubble(t, "ipvs", "ipvs", libraryOfMode(t, "ipvs"), newIPVSTarget, identity, lineDiff)
 }

@@ -61,7 +61,10 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 )
 
-var bubbleRuns = flag.Int("bubble-runs", 1, "times each scenario is replayed in the bubble (the outcome must be the same every time)")
+var (
+	bubbleRuns   = flag.Int("bubble-runs", 1, "times each scenario is replayed in the bubble (the outcome must be the same every time)")
+	updateBubble = flag.Bool("update-bubble", false, "rewrite the pinned verdicts (testdata/bubble-*.txt) instead of comparing with them")
+)
 
 const bubbleChildEnv = "PROXYSIM_BUBBLE_NETNS_CHILD"
 
@@ -102,8 +105,9 @@ func burstGeneration(s *scenarios.Scenario) bool {
 }
 
 // runBubble replays every scenario of mode against the target newTarget
-// builds, in a bubble, and reports the table.
-func runBubble(t *testing.T, mode string, list []*scenarios.Scenario, newTarget func(*scenarios.Scenario, *transcript.Transcript) bubbleTarget, canon func(string) (string, error), diff func(a, b string) string) {
+// builds, in a bubble, reports the table, and requires it to be the one
+// pinned in testdata/bubble-GOLDEN.txt.
+func runBubble(t *testing.T, golden, mode string, list []*scenarios.Scenario, newTarget func(*scenarios.Scenario, *transcript.Transcript) bubbleTarget, canon func(string) (string, error), diff func(a, b string) string) {
 	var cases []bubbleCase
 	for _, s := range list {
 		cases = append(cases, bubbleCase{name: s.Name, mode: mode})
@@ -161,14 +165,21 @@ func runBubble(t *testing.T, mode string, list []*scenarios.Scenario, newTarget 
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "kube-proxy v1.36.3 in a synctest bubble against proxysim, mode %s (%d bubble run(s) per scenario):\n", mode, *bubbleRuns)
+	var rows []transcript.Verdict
 	for _, c := range cases {
 		syncs := ""
 		if c.syncs > 0 {
 			syncs = fmt.Sprintf(" (%d syncs)", c.syncs)
 		}
 		fmt.Fprintf(&b, "  %-40s %s%s\n", c.name, c.verdict, syncs)
+		v := c.verdict
+		if strings.HasPrefix(v, "identical") {
+			v = "identical" + syncs
+		}
+		rows = append(rows, transcript.Verdict{Scenario: c.name, Verdict: v})
 	}
 	t.Log(b.String())
+	transcript.CheckVerdicts(t, "testdata/bubble-"+golden+".txt", "kube-proxy v1.36.3 in a synctest bubble against proxysim, mode "+mode, rows, *updateBubble)
 }
 
 func syncInstants(tr *transcript.Transcript) []time.Duration {
@@ -346,7 +357,7 @@ func (t *iptTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 // TestKubeProxyIPTablesInBubble replays every iptables scenario of the
 // library through kube-proxy v1.36.3's iptables proxier in a bubble.
 func TestKubeProxyIPTablesInBubble(t *testing.T) {
-	runBubble(t, iptablesmode.Name, libraryOfMode(t, iptablesmode.Name), newIPTTarget, canonical, lineDiff)
+	runBubble(t, "iptables", iptablesmode.Name, libraryOfMode(t, iptablesmode.Name), newIPTTarget, canonical, lineDiff)
 }
 
 // retold marks the scenarios TestKubeProxyRetoldInBubble retold.
@@ -368,7 +379,7 @@ func TestKubeProxyRetoldInBubble(t *testing.T) {
 		retold[r] = true
 		list = append(list, r)
 	}
-	runBubble(t, "ipvs, retold for iptables", list, newIPTTarget, canonical, lineDiff)
+	runBubble(t, "retold", "ipvs, retold for iptables", list, newIPTTarget, canonical, lineDiff)
 }
 
 // --- nftables ---
@@ -471,7 +482,7 @@ func TestKubeProxyNFTablesInBubble(t *testing.T) {
 				skip("%s not found: run netns/hostdeps.sh (installs nftables)", bin)
 			}
 		}
-		args := []string{"-rn", os.Args[0], "-test.run=^TestKubeProxyNFTablesInBubble$", fmt.Sprintf("-bubble-runs=%d", *bubbleRuns)}
+		args := []string{"-rn", os.Args[0], "-test.run=^TestKubeProxyNFTablesInBubble$", fmt.Sprintf("-bubble-runs=%d", *bubbleRuns), fmt.Sprintf("-update-bubble=%v", *updateBubble)}
 		if testing.Verbose() {
 			args = append(args, "-test.v")
 		}
@@ -487,7 +498,7 @@ func TestKubeProxyNFTablesInBubble(t *testing.T) {
 		}
 		return
 	}
-	runBubble(t, nftablesmode.Name, libraryOfMode(t, nftablesmode.Name), newNFTTarget, canonNFT, nftLineDiff)
+	runBubble(t, "nftables", nftablesmode.Name, libraryOfMode(t, nftablesmode.Name), newNFTTarget, canonNFT, nftLineDiff)
 }
 
 // noFaults is a target whose injected failures never happen.

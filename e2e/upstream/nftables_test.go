@@ -87,6 +87,9 @@ var nodeIP4, nodeIP6 = net.ParseIP("192.168.0.2"), net.ParseIP("fd00:192::2")
 
 func TestNFTablesMatchesKubeProxy(t *testing.T) {
 	if *nftSequences == 0 {
+		if os.Getenv("PROXYSIM_NFTABLES_REQUIRED") != "" {
+			t.Fatal("PROXYSIM_NFTABLES_REQUIRED is set, but -nft-sequences is 0: nothing would be compared")
+		}
 		t.Skip("-nft-sequences is 0: run make upstream-nftables")
 	}
 	if os.Getenv(childEnv) == "" {
@@ -119,10 +122,18 @@ func TestNFTablesMatchesKubeProxy(t *testing.T) {
 // runInNetns re-executes this test in a new user and network namespace,
 // where kube-proxy's proxier may be constructed without touching the
 // host's nftables.
+//
+// make upstream-nftables sets PROXYSIM_NFTABLES_REQUIRED: there a missing
+// tool or a refused namespace fails the test instead of skipping it, so
+// that CI cannot pass without comparing.
 func runInNetns(t *testing.T) {
+	skip := t.Skipf
+	if os.Getenv("PROXYSIM_NFTABLES_REQUIRED") != "" {
+		skip = t.Fatalf
+	}
 	for _, bin := range []string{"nft", "unshare"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not found: run netns/hostdeps.sh (installs nftables) to compare with kube-proxy's nftables proxier", bin)
+			skip("%s not found: run netns/hostdeps.sh (installs nftables) to compare with kube-proxy's nftables proxier", bin)
 		}
 	}
 	args := []string{"-rn", os.Args[0], "-test.run=^TestNFTablesMatchesKubeProxy$",
@@ -136,7 +147,7 @@ func runInNetns(t *testing.T) {
 	t.Logf("in a new user+network namespace:\n%s", out)
 	if err != nil {
 		if strings.Contains(string(out), "unshare failed") || strings.Contains(string(out), "Operation not permitted") {
-			t.Skipf("cannot create a user+network namespace here: %s", strings.TrimSpace(string(out)))
+			skip("cannot create a user+network namespace here: %s", strings.TrimSpace(string(out)))
 		}
 		t.Fatalf("the comparison failed: %v", err)
 	}

@@ -53,7 +53,10 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
 
-var bubbleRuns = flag.Int("bubble-runs", 1, "times each scenario is replayed in the bubble")
+var (
+	bubbleRuns   = flag.Int("bubble-runs", 1, "times each scenario is replayed in the bubble")
+	updateBubble = flag.Bool("update-bubble", false, "rewrite the pinned verdicts (testdata/bubble-v1.33.txt) instead of comparing with them")
+)
 
 // TestMain silences klog: kube-proxy's proxier logs through the context's
 // logger (transcript.SyncLog), everything else through klog's globals.
@@ -163,10 +166,17 @@ func TestKubeProxy133InBubble(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "kube-proxy v1.33.13 (burst runner) in a synctest bubble against proxysim, iptables mode (%d bubble run(s) per scenario):\n", *bubbleRuns)
+	var rows []transcript.Verdict
 	for _, c := range cases {
 		fmt.Fprintf(&b, "  %-38s %-20s %s\n", c.name, c.how, c.verdict)
+		v := c.verdict
+		if strings.HasPrefix(v, "identical") {
+			v, _, _ = strings.Cut(v, ";")
+		}
+		rows = append(rows, transcript.Verdict{Scenario: c.name + " (" + c.how + ")", Verdict: v})
 	}
 	t.Log(b.String())
+	transcript.CheckVerdicts(t, "testdata/bubble-v1.33.txt", "kube-proxy v1.33.13 (burst runner) in a synctest bubble against proxysim, iptables mode", rows, *updateBubble)
 }
 
 // kubeIPT is upstream's FakeIPTables failing the next fail restores; it

@@ -13,7 +13,6 @@
 package nftablesmode
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"time"
@@ -140,27 +139,45 @@ func (Mode) Fake(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Datapla
 	return &Dataplane{name: "fake", cfg: set.Config(), fake: fake, faults: nftables.WithFaults(fake), nodeIPs: set.nodeIPs}, nil
 }
 
-// OnKernel binds the mode to a real kernel: open returns a fresh real
-// kube-proxy table interface (in a throwaway namespace), the kernel's
-// version and a function that removes it. The proxier programs the kernel
-// through an nftables.Mirror: goldens and routes read the Mirror's fake,
-// which runs every transaction the kernel accepted, and every snapshot
-// first checks that the kernel holds the same chains, rule counts, sets,
-// maps and elements as the fake (nftables.Mirror.Compare); a transaction
-// the kernel refuses fails the sync, as it would fail kube-proxy's.
-func OnKernel(open func() (nft knftables.Interface, kernel string, close func() error, err error)) scenarios.DataplaneFactory {
+// Kernel is a real kube-proxy table a replay programs: a network
+// namespace's, say (netns.NFTablesDataplane), with pods around its node.
+type Kernel interface {
+	knftables.Interface
+	// Name says which kernel and nft ("netns, kernel 6.1.0, nftables
+	// v1.0.6").
+	Name() string
+	// Verify reports how the kernel's table differs, by meaning, from dump
+	// (knftables.Fake's Dump of the table it should hold).
+	Verify(dump string) error
+	// CheckRoute sends real connections as pkt describes, each trial run
+	// as the probe says, and reports an error when where they went
+	// disagrees with the predicted shares.
+	CheckRoute(pkt route.Packet, predicted route.Shares, p nftables.Probe) error
+	Close() error
+}
+
+// OnKernel binds the mode to a real kernel: open returns a fresh one for a
+// replay, given the scenario's node IPs. The proxier programs the kernel
+// through an nftables.Mirror, whose fake runs every transaction the kernel
+// accepted (a transaction the kernel refuses fails the sync, as it would
+// fail kube-proxy's). Every snapshot and every route first checks that
+// the kernel's table means what the fake's does (Kernel.Verify); then a
+// golden is the fake's dump, and a route is the tracer's shares over the
+// fake's table, checked against real connections on the kernel. The
+// caller wires open to netns, which knows nothing of scenarios.
+func OnKernel(open func(nodeIPs []string) (Kernel, error)) scenarios.DataplaneFactory {
 	return func(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
 		set, ok := s.Proxy.Settings.(*Settings)
 		if !ok {
 			return nil, fmt.Errorf("%s: an nftables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
 		}
-		real, kernel, closeFn, err := open()
+		k, err := open(set.NodeIPs)
 		if err != nil {
 			return nil, err
 		}
-		m := &nftables.Mirror{Real: real, Shadow: knftables.NewFake(knftables.IPv4Family, nftables.Table)}
-		return &Dataplane{name: "netns, kernel " + kernel, cfg: set.Config(), fake: m.Shadow, mirror: m,
-			faults: nftables.WithFaults(m), nodeIPs: set.nodeIPs, close: closeFn}, nil
+		m := &nftables.Mirror{Real: k, Shadow: knftables.NewFake(knftables.IPv4Family, nftables.Table)}
+		return &Dataplane{name: k.Name(), cfg: set.Config(), fake: m.Shadow, kernel: k,
+			faults: nftables.WithFaults(m), nodeIPs: set.nodeIPs}, nil
 	}
 }
 
@@ -173,8 +190,7 @@ type Dataplane struct {
 	fake    *knftables.Fake
 	faults  *nftables.Faults
 	nodeIPs []net.IP
-	mirror  *nftables.Mirror // on a real kernel
-	close   func() error
+	kernel  Kernel // on a real kernel; see OnKernel
 	proxier *nftables.Proxier
 	// before sums the metrics of proxiers replaced by restarts: kube-proxy's
 	// counters start again at 0 in a new process, but a scenario's
@@ -219,25 +235,43 @@ func add(a, b nftables.Metrics) nftables.Metrics {
 // Snapshot is the Fake's dump with each set's and map's elements sorted;
 // on a real kernel, only once the kernel's table agrees with it.
 func (d *Dataplane) Snapshot() (string, error) {
-	if d.mirror != nil {
-		if err := d.mirror.Compare(context.Background()); err != nil {
+	dump := d.fake.Dump()
+	if d.kernel != nil {
+		if err := d.kernel.Verify(dump); err != nil {
 			return "", err
 		}
 	}
-	return nftables.SortElements(d.fake.Dump()), nil
+	return nftables.SortElements(dump), nil
 }
 
 func (d *Dataplane) Close() error {
-	if d.close != nil {
-		return d.close()
+	if d.kernel != nil {
+		return d.kernel.Close()
 	}
 	return nil
 }
 
-// Route traces connections through the table the Fake holds now.
+// Route traces connections through the table the Fake holds now. On a
+// kernel, the kernel's table is first shown to mean the same, and the
+// traced shares are then checked with real connections.
 func (d *Dataplane) Route(pkt route.Packet, again *time.Duration) (route.Shares, error) {
 	d.fake.RLock()
-	defer d.fake.RUnlock()
+	shares, err := d.trace(pkt, again)
+	probe := nftables.ProbeFor(d.fake.Table, again)
+	d.fake.RUnlock()
+	if d.kernel == nil || err != nil {
+		return shares, err
+	}
+	if err := d.kernel.Verify(d.fake.Dump()); err != nil {
+		return nil, err
+	}
+	if err := d.kernel.CheckRoute(pkt, shares, probe); err != nil {
+		return nil, fmt.Errorf("the tracer says %s, the kernel disagrees: %w", shares, err)
+	}
+	return shares, nil
+}
+
+func (d *Dataplane) trace(pkt route.Packet, again *time.Duration) (route.Shares, error) {
 	if again != nil {
 		return nftables.RouteAgain(d.fake.Table, d.nodeIPs, pkt, *again)
 	}

@@ -159,13 +159,37 @@ func TestPageInChromium(t *testing.T) {
 }
 
 // The README's picture: a library scenario's page (updated with
-// -update-docs).
+// -update-docs), drawn by the browser as the README describes it.
 func TestLibraryPageScreenshot(t *testing.T) {
 	bin := chromium(t)
 	dir := artifacts(t)
 	file := writePage(t, dir, "report-timeline.html", load(t, docsScenario))
+
+	dom := parse(t, browse(t, bin, "--dump-dom", "--window-size=1200,560", "file://"+file+"#at=3.2s"))
+	body := dom.all("body")[0]
+	if attr(body, "data-drawn") != "js" || attr(dom.byID("marks"), "data-render") != "js" {
+		t.Fatalf("the page's script did not draw the timeline (body data-drawn=%q)", attr(body, "data-drawn"))
+	}
+	want := []string{"scenario · steps", "scenario · checks", "proxy · objects", "proxy · Run() requests", "proxy · deferrals", "proxy · runs", "proxy · dataplane"}
+	if got := dom.laneNames(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("lanes drawn %q, want %q", got, want)
+	}
+	// The initial sync and the four runner syncs at 1s, 2.45s, 3.9s and
+	// 5.35s; both checks pass.
+	if bars, fails, passes := len(dom.all("rect", "m", "bar", "run")), len(dom.all("path", "m", "check", "fail")), len(dom.all("path", "m", "check", "pass")); bars != 5 || fails != 0 || passes != 2 {
+		t.Errorf("%d run bars, %d failed and %d passed checks drawn; want 5, 0 and 2", bars, fails, passes)
+	}
+	if got := text(dom.byID("range")); got != "0s – 6s (6s shown)" {
+		t.Errorf("range %q", got)
+	}
+	// The cursor at 3.2s: the latest dataplane change before it is run 2's
+	// (the sync at 1s, which ended at 1.45s); the run at 2.45s
+	// left the dataplane as it was, so it has no snapshot of its own.
+	if got := text(dom.byID("snapwhy")); got != "snapshot 3 of 4: after run 2, at 1.45s" {
+		t.Errorf("snapshot panel says %q", got)
+	}
+
 	png := filepath.Join(dir, "report-timeline.png")
-	// The cursor at 3.2s: the dataplane after the run at 2.45s.
 	screenshot(t, bin, file+"#at=3.2s", png, "1200,560")
 	b, err := os.ReadFile(png)
 	if err != nil {

@@ -3,8 +3,6 @@ package nftables
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	"sigs.k8s.io/knftables"
 )
@@ -14,7 +12,9 @@ import (
 // first and, only if it succeeded, on the fake. Reads come from the real
 // one, so the proxier sees what the kernel holds. The fake is what the
 // tracer and the goldens read: `nft list table` prints rules in the
-// kernel's own normalised words, and knftables lists no rule text.
+// kernel's own normalised words, and knftables lists no rule text. Whether
+// the kernel's table means what the fake's does is the kernel's side to
+// check (netns.NFTables.Verify lists both through the kernel).
 type Mirror struct {
 	Real   knftables.Interface
 	Shadow *knftables.Fake
@@ -54,73 +54,4 @@ func (m *Mirror) ListElements(ctx context.Context, t, name string) ([]*knftables
 
 func (m *Mirror) ListCounters(ctx context.Context) ([]*knftables.Counter, error) {
 	return m.Real.ListCounters(ctx)
-}
-
-// Compare reports how the real table differs from the shadow: the names
-// of its chains, sets and maps, the number of rules in each chain, and the
-// elements of every set and map but the affinity- sets (the kernel fills
-// those from traffic). nil when they agree.
-func (m *Mirror) Compare(ctx context.Context) error {
-	var diffs []string
-	realAll, err := m.Real.ListAll(ctx)
-	if err != nil && !knftables.IsNotFound(err) {
-		return err
-	}
-	shadowAll, _ := m.Shadow.ListAll(ctx)
-	for _, typ := range []string{"chain", "set", "map"} {
-		a, b := sortedCopy(realAll[typ]), sortedCopy(shadowAll[typ])
-		if strings.Join(a, "\n") != strings.Join(b, "\n") {
-			diffs = append(diffs, fmt.Sprintf("%ss: kernel %v, fake %v", typ, a, b))
-		}
-	}
-	for _, c := range shadowAll["chain"] {
-		kr, err := m.Real.ListRules(ctx, c)
-		if err != nil {
-			diffs = append(diffs, fmt.Sprintf("chain %s: %v", c, err))
-			continue
-		}
-		sr, _ := m.Shadow.ListRules(ctx, c)
-		if len(kr) != len(sr) {
-			diffs = append(diffs, fmt.Sprintf("chain %s: kernel has %d rules, fake %d", c, len(kr), len(sr)))
-		}
-	}
-	for _, typ := range []string{"set", "map"} {
-		for _, name := range shadowAll[typ] {
-			if strings.HasPrefix(name, PrefixAffinity) {
-				continue
-			}
-			ke, err := m.Real.ListElements(ctx, typ, name)
-			if err != nil {
-				diffs = append(diffs, fmt.Sprintf("%s %s: %v", typ, name, err))
-				continue
-			}
-			se, _ := m.Shadow.ListElements(ctx, typ, name)
-			if a, b := elementText(ke), elementText(se); a != b {
-				diffs = append(diffs, fmt.Sprintf("%s %s: kernel {%s}, fake {%s}", typ, name, a, b))
-			}
-		}
-	}
-	if len(diffs) > 0 {
-		return fmt.Errorf("the kernel's table differs from the fake's:\n  %s", strings.Join(diffs, "\n  "))
-	}
-	return nil
-}
-
-func sortedCopy(l []string) []string {
-	out := append([]string(nil), l...)
-	sort.Strings(out)
-	return out
-}
-
-func elementText(es []*knftables.Element) string {
-	var out []string
-	for _, e := range es {
-		s := join(e.Key)
-		if len(e.Value) > 0 {
-			s += " : " + join(e.Value)
-		}
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
 }

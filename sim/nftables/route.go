@@ -2,8 +2,10 @@ package nftables
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -71,7 +73,7 @@ func RouteAgain(t *knftables.FakeTable, local []net.IP, pkt route.Packet, gap ti
 	for _, f := range first {
 		aff := Affinity{}
 		for s := range f.Updated {
-			if set := t.Sets[s]; set != nil && (set.Timeout == nil || gap < *set.Timeout) {
+			if set := t.Sets[s]; set != nil && !expired(set, gap) {
 				aff[s] = true
 			}
 		}
@@ -84,6 +86,45 @@ func RouteAgain(t *knftables.FakeTable, local []net.IP, pkt route.Packet, gap ti
 		}
 	}
 	return sh, nil
+}
+
+// expired says whether an entry of a dynamic set has timed out gap after
+// it was last updated (an entry of a set without timeout never does).
+func expired(set *knftables.FakeSet, gap time.Duration) bool {
+	return set.Timeout != nil && gap >= *set.Timeout
+}
+
+// Probe tells a real kernel how to run one trial of a route measurement so
+// that it starts from what the tracer assumed, in real time that does not
+// follow the virtual clock: Forget are the affinity sets emptied before
+// each trial (the tracer's client has no history); with Again a trial is
+// two connections of the client, keyed "FIRST -> SECOND" as RouteAgain
+// keys them, and Expire are the affinity sets emptied between the two
+// (their entries would have timed out over the gap).
+type Probe struct {
+	Forget []string
+	Again  bool
+	Expire []string
+}
+
+// ProbeFor is the probe for a route traced over t (with RouteAgain when
+// again is set).
+func ProbeFor(t *knftables.FakeTable, again *time.Duration) Probe {
+	var p Probe
+	if t == nil {
+		return p
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.Sets)) {
+		if !strings.HasPrefix(name, PrefixAffinity) {
+			continue
+		}
+		p.Forget = append(p.Forget, name)
+		if again != nil && expired(t.Sets[name], *again) {
+			p.Expire = append(p.Expire, name)
+		}
+	}
+	p.Again = again != nil
+	return p
 }
 
 // Trace is Route with the outcomes kept apart, given the client's affinity
