@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"slices"
 	"sort"
 	"strings"
 
@@ -53,11 +52,7 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 		}
 	}
 
-	// The long stories come last: they run in the background meanwhile.
-	sort.SliceStable(names, func(i, j int) bool {
-		return !slices.Contains(longKernelStories, names[i]) && slices.Contains(longKernelStories, names[j])
-	})
-	BeforeEach(startLongKernelStories)
+	BeforeEach(startKernelReplays)
 
 	It("holds the kernel suite's behaviours", func() {
 		Expect(len(names)).To(BeNumerically(">=", 10))

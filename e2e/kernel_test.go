@@ -44,7 +44,7 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 		if ok, why := kernelAvailable(); !ok {
 			Skip(why + ": " + howToRun)
 		}
-		startLongKernelStories()
+		startKernelReplays()
 	})
 
 	It("reports the kernel it runs on", func() {
