@@ -52,6 +52,8 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 		}
 	}
 
+	BeforeEach(startKernelReplays)
+
 	It("holds the kernel suite's behaviours", func() {
 		Expect(len(names)).To(BeNumerically(">=", 10))
 	})
@@ -66,7 +68,7 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 			if ok, why := kernelAvailable(); !ok {
 				Skip("passes on the fake; kernel half skipped (" + why + "): " + howToRun)
 			}
-			kernel, err := scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+			kernel, err := kernelReplay(name, s)
 			Expect(err).NotTo(HaveOccurred())
 			GinkgoWriter.Printf("%s on %s: %v of real time\n", name, kernel.Env, kernel.Wall)
 			if outcome(kernel) != outcome(fake) {

@@ -44,6 +44,7 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 		if ok, why := kernelAvailable(); !ok {
 			Skip(why + ": " + howToRun)
 		}
+		startKernelReplays()
 	})
 
 	It("reports the kernel it runs on", func() {
@@ -120,6 +121,8 @@ var _ = Describe("throwaway namespaces", Label("kernel"), func() {
 		if !netns.Privileged() {
 			Skip("not root: " + howToRun)
 		}
+		// the sweeper removes this process's namespaces too
+		waitForBackground()
 	})
 
 	It("survive a killed run only until the next one sweeps them", func() {

@@ -241,3 +241,31 @@ func TestFullSyncLeavesTheOtherFamilyAlone(t *testing.T) {
 		t.Fatalf("kube-ipvs0 addresses %v, want only the IPv6 one", a)
 	}
 }
+
+// A stale virtual server goes at a full sync whatever its address,
+// loopback included (kube-proxy's cleanLegacyService deletes every stale
+// one of its family), but a loopback address bound to kube-ipvs0 stays:
+// kube-proxy's listing of bound addresses leaves loopback out, so it never
+// unbinds one. Found by the side-by-side comparison on the kernel
+// (e2e/upstream/ipvs_test.go).
+func TestStaleLoopbackVirtualServerGoesBoundLoopbackStays(t *testing.T) {
+	w, h, _, d := world(t, "6.1.0", ipvs.Config{})
+	if err := h.AddVirtualServer(ipvs.VirtualServer{Address: "127.0.0.1", Protocol: "TCP", Port: 1234, Scheduler: "rr"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.EnsureDevice(ipvs.DummyDevice); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Bind(ipvs.DummyDevice, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if table, _ := ipvs.Table(h); strings.Contains(table, "127.0.0.1") {
+		t.Fatalf("the stale loopback virtual server must go:\n%s", table)
+	}
+	if a, _ := d.Addresses(ipvs.DummyDevice); strings.Join(a, ",") != "127.0.0.1" {
+		t.Fatalf("kube-ipvs0 addresses %v, want the bound loopback address kept", a)
+	}
+}
