@@ -32,7 +32,7 @@ func TestRestoreIsAllOrNothing(t *testing.T) {
 		"delete a referenced chain": "*nat\n:KUBE-SVC-A - [0:0]\n-X KUBE-SVC-A\nCOMMIT\n",
 		"DNAT in filter":            "*filter\n:KUBE-X - [0:0]\n-A KUBE-X -j DNAT --to-destination 10.0.0.1:80\nCOMMIT\n",
 		"no COMMIT":                 "*nat\n:KUBE-SERVICES - [0:0]\n",
-		"unknown table":             "*mangle\nCOMMIT\n",
+		"unknown table":             "*raw\nCOMMIT\n",
 		"DNAT to no port":           "*nat\n:KUBE-X - [0:0]\n-A KUBE-X -j DNAT --to-destination 10.0.0.1:http\nCOMMIT\n",
 		"bad probability":           "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -m statistic --mode random --probability 1.5 -j KUBE-SVC-A\nCOMMIT\n",
 	} {

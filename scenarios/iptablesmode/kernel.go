@@ -28,6 +28,9 @@ type Kernel interface {
 	// reports an error when where they went disagrees with the predicted
 	// shares.
 	CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) error
+	// Flush is `iptables -t table -F` and `-X` run on the node, from
+	// outside the proxier (the iptablesFlush step).
+	Flush(table string) error
 	Close() error
 }
 
@@ -99,6 +102,28 @@ func (t *inStep) EnsureRule(table, chain, rule string) error {
 		return err
 	}
 	return t.mirror.EnsureRule(table, chain, rule)
+}
+
+// ChainExists asks the kernel (the canary monitor's question); the copy
+// must agree, or the answer is an error: an empty chain is no rule, so
+// Verify would not see the two apart.
+func (t *inStep) ChainExists(table, chain string) (bool, error) {
+	ok, err := t.kernel.ChainExists(table, chain)
+	if err != nil {
+		return false, err
+	}
+	if mine, _ := t.mirror.ChainExists(table, chain); mine != ok {
+		return ok, fmt.Errorf("the kernel says chain %s in %s exists: %v, the fake: %v", chain, table, ok, mine)
+	}
+	return ok, nil
+}
+
+// flush empties a table in the kernel and in the copy.
+func (t *inStep) flush(table string) error {
+	if err := t.kernel.Flush(table); err != nil {
+		return err
+	}
+	return t.mirror.Flush(table)
 }
 
 // kernelSnapshot is the copy's iptables-save once the kernel is shown to
