@@ -3,6 +3,8 @@ package fakes
 import (
 	"strings"
 	"testing"
+
+	"github.com/proxysim/proxysim/sim/iptables"
 )
 
 const base = `*nat
@@ -89,5 +91,23 @@ func TestEnsureRulePrependsOnce(t *testing.T) {
 	nat, _ := f.Save("nat")
 	if strings.Count(nat, "-A OUTPUT") != 1 {
 		t.Errorf("want one OUTPUT rule:\n%s", nat)
+	}
+}
+
+// Flush empties one table, user chains included, and leaves the others.
+func TestFlushEmptiesOneTable(t *testing.T) {
+	f := restored(t)
+	filter := f.Ruleset().Save("filter")
+	if err := f.Flush("nat"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.Ruleset().Save("nat"), iptables.NewRuleset().Save("nat"); got != want {
+		t.Errorf("nat after a flush:\n%s\nwant:\n%s", got, want)
+	}
+	if got := f.Ruleset().Save("filter"); got != filter {
+		t.Errorf("flushing nat changed filter:\n%s", got)
+	}
+	if err := f.Flush("raw"); err == nil {
+		t.Error("flushing a table that is not modelled succeeded")
 	}
 }
