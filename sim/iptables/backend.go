@@ -29,8 +29,9 @@ type Dataplane interface {
 	// there (`iptables -C`, then `-I chain 1`).
 	EnsureRule(table, chain, rule string) error
 	// ChainExists is `iptables -t table -S chain`: whether the chain is
-	// there (the canary Monitor asks); an error says the answer is
-	// unknown, not that the chain is missing.
+	// there (the canary Monitor asks). A missing chain is false and no
+	// error; an error says the look failed (the Monitor takes it for a
+	// no, as kube-proxy does).
 	ChainExists(table, chain string) (bool, error)
 }
 

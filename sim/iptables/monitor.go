@@ -40,8 +40,14 @@ const (
 //  4. it calls reload (kube-proxy's forceSyncProxyRules: the next sync is
 //     full, and it runs at once) and starts over at 1.
 //
-// A failed look counts as "still there", as kube-proxy does with errors
-// other than a missing chain. Nothing here reads the wall clock.
+// A look that fails counts as "gone", as in kube-proxy: it waits on with a
+// failed look only when isResourceError says the error is exit status 4
+// (the xtables lock), but ChainExists wraps the exec error (%w) and
+// isResourceError type-asserts it without unwrapping, so no error from a
+// look ever counts as that. (iptables-nft 1.8.9 answers `-S` in a mangle
+// table that was flushed with -F and -X with "chain ... is incompatible,
+// use 'nft' tool", not "No chain/target/match": kube-proxy reloads all the
+// same.) Nothing here reads the wall clock.
 type Monitor struct {
 	dp       Dataplane
 	clk      clock.WithDelayedExecution
@@ -101,12 +107,12 @@ func (m *Monitor) ensure() {
 func (m *Monitor) poll() {
 	first := CanaryTables[0]
 	ok, err := m.dp.ChainExists(first, ChainCanary)
-	if err != nil {
-		m.note(fmt.Sprintf("iptables canary: cannot look for %s in %s", ChainCanary, first), err)
-	}
-	if ok || err != nil {
+	if ok {
 		m.after(m.interval, m.poll)
 		return
+	}
+	if err != nil {
+		m.note(fmt.Sprintf("iptables canary: looking for %s in %s failed, taken as gone", ChainCanary, first), err)
 	}
 	m.note(fmt.Sprintf("iptables canary %s gone from %s", ChainCanary, first), nil)
 	m.waitFlushed(0)
@@ -116,7 +122,7 @@ func (m *Monitor) poll() {
 // found gone.
 func (m *Monitor) waitFlushed(waited time.Duration) {
 	for _, t := range CanaryTables[1:] {
-		if ok, err := m.dp.ChainExists(t, ChainCanary); ok || err != nil {
+		if ok, _ := m.dp.ChainExists(t, ChainCanary); ok { // an error is "gone" here too
 			if waited+FlushPollTime >= FlushTimeout {
 				m.after(FlushTimeout-waited, func() {
 					m.note(fmt.Sprintf("iptables canary: still in %s after %v, inconsistent iptables state", t, FlushTimeout), nil)

@@ -159,28 +159,29 @@ type failingLook struct {
 
 func (f *failingLook) ChainExists(table, chain string) (bool, error) {
 	if f.fail {
-		return false, errors.New("xtables lock held")
+		return false, errors.New("chain `KUBE-PROXY-CANARY' in table `mangle' is incompatible, use 'nft' tool")
 	}
 	return f.IPTables.ChainExists(table, chain)
 }
 
-// A look that fails is no flush: the monitor notes it and looks again.
-func TestMonitorTakesAFailedLookForAStillThere(t *testing.T) {
+// A look that fails is taken for a flush, as kube-proxy takes it (no error
+// of its ChainExists passes isResourceError): the monitor notes the error
+// and reloads, and, looks failing on, at every interval.
+func TestMonitorTakesAFailedLookForAFlush(t *testing.T) {
 	ipt := fakes.NewIPTables()
 	dp := &failingLook{IPTables: ipt}
 	w := watch(t, dp, ipt)
-	w.flush(t, "mangle", "nat", "filter")
 	dp.fail = true
 	w.at(61 * time.Second)
-	if len(w.reloads) != 0 {
-		t.Fatalf("reloaded at %v on failed looks", w.reloads)
+	if len(w.reloads) != 2 || w.reloads[0] != 30*time.Second || w.reloads[1] != 60*time.Second {
+		t.Fatalf("reloads at %v, want [30s 1m0s]", w.reloads)
 	}
-	if len(w.notes) != 2 || !strings.Contains(w.notes[0], "xtables lock held") {
-		t.Errorf("notes %q, want two failed looks", w.notes)
+	if !strings.Contains(w.notes[0], "taken as gone: chain `KUBE-PROXY-CANARY' in table `mangle' is incompatible") {
+		t.Errorf("notes %q do not show the failed look", w.notes)
 	}
 	dp.fail = false
-	w.at(90 * time.Second)
-	if len(w.reloads) != 1 || w.reloads[0] != 90*time.Second {
-		t.Errorf("reloads at %v, want [90s]", w.reloads)
+	w.at(5 * time.Minute)
+	if len(w.reloads) != 2 {
+		t.Errorf("reloads at %v once the looks work again, want no more", w.reloads)
 	}
 }
