@@ -153,7 +153,9 @@ func (i *IPTables) EnsureChain(table, chain string) error {
 
 // ChainExists is `iptables -t table -S chain`: a chain that is not there
 // makes it fail with "No chain/target/match by that name", which is a
-// no; any other failure is an error.
+// no; any other failure is an error. (iptables-nft 1.8.9 says a missing
+// chain "is incompatible, use 'nft' tool": an error, which the canary
+// monitor, like kube-proxy's, reads as a no too.)
 func (i *IPTables) ChainExists(table, chain string) (bool, error) {
 	_, err := i.run("", "iptables", "-w", "5", "-t", table, "-S", chain)
 	switch {

@@ -44,10 +44,10 @@ const (
 // failed look only when isResourceError says the error is exit status 4
 // (the xtables lock), but ChainExists wraps the exec error (%w) and
 // isResourceError type-asserts it without unwrapping, so no error from a
-// look ever counts as that. (iptables-nft 1.8.9 answers `-S` in a mangle
-// table that was flushed with -F and -X with "chain ... is incompatible,
-// use 'nft' tool", not "No chain/target/match": kube-proxy reloads all the
-// same.) Nothing here reads the wall clock.
+// look ever counts as that. (iptables-nft 1.8.9 answers `-S` of a chain
+// that does not exist with "chain ... is incompatible, use 'nft' tool",
+// an error, where legacy iptables says "No chain/target/match": kube-proxy
+// reloads all the same.) Nothing here reads the wall clock.
 type Monitor struct {
 	dp       Dataplane
 	clk      clock.WithDelayedExecution
