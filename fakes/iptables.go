@@ -6,8 +6,8 @@ import (
 	"github.com/proxysim/proxysim/sim/iptables"
 )
 
-// IPTables is an in-memory iptables with the filter and nat tables, for
-// sim/iptables. Restore has iptables-restore --noflush semantics (see
+// IPTables is an in-memory iptables with the filter, nat and mangle
+// tables (mangle holds only kube-proxy's canary chain), for sim/iptables. Restore has iptables-restore --noflush semantics (see
 // iptables.Apply): a payload applies whole or not at all. Save renders
 // iptables-save text in a fixed order, for goldens.
 type IPTables struct {
@@ -79,6 +79,26 @@ func (f *IPTables) EnsureRule(table, chain, rule string) error {
 	c := next[table][chain]
 	last := len(c.Rules) - 1
 	c.Rules = append([]*iptables.Rule{c.Rules[last]}, c.Rules[:last]...)
+	f.rs = next
+	return nil
+}
+
+func (f *IPTables) ChainExists(table, chain string) (bool, error) {
+	t := f.rs[table]
+	if t == nil {
+		return false, &iptables.RestoreError{Msg: "table " + table + " is not modelled"}
+	}
+	return t[chain] != nil, nil
+}
+
+// Flush is `iptables -t table -F` then `-X`, done from outside kube-proxy
+// (an operator, a firewall reload): the table's rules and user chains are
+// gone, its built-in chains' policies stay.
+func (f *IPTables) Flush(table string) error {
+	next, err := f.rs.Flush(table)
+	if err != nil {
+		return err
+	}
 	f.rs = next
 	return nil
 }

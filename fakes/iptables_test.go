@@ -3,6 +3,8 @@ package fakes
 import (
 	"strings"
 	"testing"
+
+	"github.com/proxysim/proxysim/sim/iptables"
 )
 
 const base = `*nat
@@ -32,7 +34,7 @@ func TestRestoreIsAllOrNothing(t *testing.T) {
 		"delete a referenced chain": "*nat\n:KUBE-SVC-A - [0:0]\n-X KUBE-SVC-A\nCOMMIT\n",
 		"DNAT in filter":            "*filter\n:KUBE-X - [0:0]\n-A KUBE-X -j DNAT --to-destination 10.0.0.1:80\nCOMMIT\n",
 		"no COMMIT":                 "*nat\n:KUBE-SERVICES - [0:0]\n",
-		"unknown table":             "*mangle\nCOMMIT\n",
+		"unknown table":             "*raw\nCOMMIT\n",
 		"DNAT to no port":           "*nat\n:KUBE-X - [0:0]\n-A KUBE-X -j DNAT --to-destination 10.0.0.1:http\nCOMMIT\n",
 		"bad probability":           "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -m statistic --mode random --probability 1.5 -j KUBE-SVC-A\nCOMMIT\n",
 	} {
@@ -89,5 +91,23 @@ func TestEnsureRulePrependsOnce(t *testing.T) {
 	nat, _ := f.Save("nat")
 	if strings.Count(nat, "-A OUTPUT") != 1 {
 		t.Errorf("want one OUTPUT rule:\n%s", nat)
+	}
+}
+
+// Flush empties one table, user chains included, and leaves the others.
+func TestFlushEmptiesOneTable(t *testing.T) {
+	f := restored(t)
+	filter := f.Ruleset().Save("filter")
+	if err := f.Flush("nat"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.Ruleset().Save("nat"), iptables.NewRuleset().Save("nat"); got != want {
+		t.Errorf("nat after a flush:\n%s\nwant:\n%s", got, want)
+	}
+	if got := f.Ruleset().Save("filter"); got != filter {
+		t.Errorf("flushing nat changed filter:\n%s", got)
+	}
+	if err := f.Flush("raw"); err == nil {
+		t.Error("flushing a table that is not modelled succeeded")
 	}
 }

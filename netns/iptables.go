@@ -151,6 +151,33 @@ func (i *IPTables) EnsureChain(table, chain string) error {
 	return err
 }
 
+// ChainExists is `iptables -t table -S chain`: a chain that is not there
+// makes it fail with "No chain/target/match by that name", which is a
+// no; any other failure is an error. (iptables-nft 1.8.9 says a missing
+// chain "is incompatible, use 'nft' tool": an error, which the canary
+// monitor, like kube-proxy's, reads as a no too.)
+func (i *IPTables) ChainExists(table, chain string) (bool, error) {
+	_, err := i.run("", "iptables", "-w", "5", "-t", table, "-S", chain)
+	switch {
+	case err == nil:
+		return true, nil
+	case strings.Contains(err.Error(), "No chain/target/match"):
+		return false, nil
+	}
+	return false, err
+}
+
+// Flush is `iptables -t table -F` then `iptables -t table -X`: every rule
+// of the table and every user chain gone, as an operator's flush or a
+// firewall reload leaves it. Only the namespace's tables are touched.
+func (i *IPTables) Flush(table string) error {
+	if _, err := i.run("", "iptables", "-w", "5", "-t", table, "-F"); err != nil {
+		return err
+	}
+	_, err := i.run("", "iptables", "-w", "5", "-t", table, "-X")
+	return err
+}
+
 // EnsureRule prepends a rule unless the kernel already holds it: `-C`
 // compares the rule the kernel's way (by its parsed matches, not its text),
 // then `-I chain 1`.

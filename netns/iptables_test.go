@@ -274,3 +274,61 @@ func TestIPTablesNodeStartsConnectionsFromTheGivenAffinity(t *testing.T) {
 		t.Log(m)
 	}
 }
+
+// The canary's questions and the operator's flush on the real kernel:
+// a chain made with -N exists in mangle, nat and filter; after -F and -X
+// of a table it is gone from that table only, the rules of that table are gone, the others kept, and the
+// host's tables are untouched.
+func TestIPTablesChainExistsAndFlush(t *testing.T) {
+	for _, b := range IPTablesBackends {
+		t.Run(string(b), func(t *testing.T) {
+			needIPTables(t, b)
+			before := hostTables(t)
+			d, err := OpenIPTablesDataplane(b, []string{"192.168.0.2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if err := d.Restore(written); err != nil {
+				t.Fatal(err)
+			}
+			for _, table := range iptables.CanaryTables {
+				if err := d.EnsureChain(table, iptables.ChainCanary); err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := d.ChainExists(table, iptables.ChainCanary); !ok || err != nil {
+					t.Fatalf("canary in %s: %v, %v", table, ok, err)
+				}
+			}
+			// legacy says "No chain/target/match" (false, no error);
+			// iptables-nft 1.8.9 says the chain "is incompatible" (an
+			// error): the monitor reads both as "not there".
+			if ok, err := d.ChainExists("nat", "KUBE-NOT-THERE"); ok || (b == Legacy && err != nil) {
+				t.Errorf("a chain never made: %v, %v", ok, err)
+			} else {
+				t.Logf("a chain never made: %v, %v", ok, err)
+			}
+			for _, table := range []string{"mangle", "nat"} {
+				if err := d.Flush(table); err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := d.ChainExists(table, iptables.ChainCanary); ok {
+					t.Errorf("canary still in %s after a flush (%v)", table, err)
+				}
+			}
+			if ok, err := d.ChainExists("filter", iptables.ChainCanary); !ok || err != nil {
+				t.Errorf("flushing mangle and nat took the filter canary: %v, %v", ok, err)
+			}
+			nat, err := d.Save("nat")
+			if err != nil || strings.Contains(nat, "KUBE-") {
+				t.Errorf("nat after a flush: %v\n%s", err, nat)
+			}
+			if filter, err := d.Save("filter"); err != nil || !strings.Contains(filter, ":KUBE-PROXY-CANARY") {
+				t.Errorf("filter after flushing nat: %v\n%s", err, filter)
+			}
+			if after := hostTables(t); after != before {
+				t.Fatalf("the host's tables changed:\n%s\n---\n%s", before, after)
+			}
+		})
+	}
+}

@@ -56,6 +56,12 @@ func (d *IPTablesDataplane) EnsureChain(table, chain string) error {
 func (d *IPTablesDataplane) EnsureRule(table, chain, rule string) error {
 	return d.IPTables.EnsureRule(table, chain, rule)
 }
+func (d *IPTablesDataplane) ChainExists(table, chain string) (bool, error) {
+	return d.IPTables.ChainExists(table, chain)
+}
+
+// Flush empties a table from outside the proxier (see IPTables.Flush).
+func (d *IPTablesDataplane) Flush(table string) error { return d.IPTables.Flush(table) }
 
 // Verify compares the kernel's filter and nat tables with want
 // (iptables-save text) by meaning (see CompareSaves).

@@ -34,6 +34,7 @@ var scenarioFeatures = []string{
 	"sends", "timeouts", "connExpiry", "arp", "arpSender", "abandon", "shutdown",
 	// the iptables mode's
 	"iptables", "iptablesFile", "route", "iptablesMetrics", "connection", "fault.restoreFailures",
+	"iptablesFlush",
 	// proxy.config: a kube-proxy configuration file
 	"config",
 	// kube-proxy's metrics (sim/kpmetrics)
@@ -103,7 +104,7 @@ func featuresOf(s *Scenario) map[string]bool {
 				used["syncCost.step"] = true
 			case "sysctls":
 				used["sysctls.step"] = true
-			case "send", "reset", "abandon", "shutdown":
+			case "send", "reset", "abandon", "shutdown", "iptablesFlush":
 				used[k] = true
 			case "ipvs":
 				for _, ik := range keys(get(st, k)) {

@@ -259,7 +259,14 @@ func (t *runnerTrace) Started(_ time.Time, why runner.Reason) {
 	t.w.runnerRuns++
 	t.w.syncStarted(string(why))
 }
-func (t *runnerTrace) Finished(_ time.Time, err error) { t.w.syncFinished(err) }
+func (t *runnerTrace) Finished(_ time.Time, err error) {
+	t.w.syncFinished(err)
+	if len(t.w.directQueued) > 0 {
+		// The runner's lock is held here: the waiting direct syncs run
+		// right after, at the same instant.
+		t.w.Clock.AfterFunc(0, t.w.runQueuedDirect)
+	}
+}
 func (t *runnerTrace) Dropped(_ time.Time, why runner.Reason) {
 	t.w.Trace.Add(trace.Event{Kind: trace.Drop, Why: string(why)})
 }

@@ -91,3 +91,36 @@ func (c CostModel) String() string {
 	}
 	return fmt.Sprintf("fixed %v + %v per service port + %v per endpoint", c.Fixed, c.PerService, c.PerEndpoint)
 }
+
+// SyncNow syncs directly, outside the runner, as kube-proxy's
+// forceSyncProxyRules does when its iptables canary monitor finds the
+// tables flushed: syncProxyRules is called on the monitor's goroutine. It
+// takes the proxier's lock, so a run in progress (one with a sync cost)
+// finishes first and the direct sync follows at once. Before both
+// informers have synced, syncProxyRules does nothing, and neither does
+// SyncNow. Its error is recorded with the sync and retried by nobody, as
+// the error of the initial direct sync is.
+func (w *World) SyncNow(why string) {
+	if w.closed {
+		return
+	}
+	if n := len(w.syncs); n > 0 && w.syncs[n-1].End < 0 {
+		w.directQueued = append(w.directQueued, why)
+		return
+	}
+	if !w.proxy.proxier.Initialized() {
+		w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "direct sync (" + why + ") skipped: the proxy has not synced its informers yet"})
+		return
+	}
+	w.syncStarted(why)
+	w.syncFinished(w.proxy.proxier.SyncProxyRules())
+}
+
+// runQueuedDirect runs the direct syncs that waited for a run to end.
+func (w *World) runQueuedDirect() {
+	q := w.directQueued
+	w.directQueued = nil
+	for _, why := range q {
+		w.SyncNow(why)
+	}
+}

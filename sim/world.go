@@ -142,6 +142,8 @@ type World struct {
 	runnerRuns int
 	failSyncs  int
 	costFrom   int // runnerRuns when the cost model last changed
+	// directQueued are direct syncs (SyncNow) waiting for a run to end.
+	directQueued []string
 }
 
 // subscription is one consumer and its informers.

@@ -252,3 +252,40 @@ func TestNoOpUpdateSendsNoEvent(t *testing.T) {
 		t.Fatalf("a no-op update delivered %d events", n-before)
 	}
 }
+
+// SyncNow syncs at once, outside the runner; a run in progress (one with a
+// cost) ends first and the direct sync follows at that instant. Before
+// the informers have synced it does nothing.
+func TestSyncNowRunsDirectlyAfterARunInProgress(t *testing.T) {
+	be := &sim.RecordingBackend{}
+	w := sim.New(t, sim.Config{
+		Runner:  runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: time.Hour},
+		Cost:    sim.CostModel{Fixed: 2 * time.Second},
+		Backend: be,
+	})
+	w.SyncNow("early") // not started: nothing synced yet
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	svcs, slices := fakes.Cluster(1, 2)
+	w.At(5*time.Second, func() {
+		if err := w.Create(svcs[0]); err != nil {
+			t.Error(err)
+		}
+	})
+	w.At(6*time.Second, func() { w.SyncNow("forced") }) // the 5s run lasts until 7s
+	w.At(20*time.Second, func() {
+		if err := w.Create(slices[0]); err != nil {
+			t.Error(err)
+		}
+		w.SyncNow("forced") // the slice's run started at once and lasts until 22s
+	})
+	w.At(25*time.Second, func() { w.SyncNow("forced") }) // nothing running: at once
+	w.RunUntil(30 * time.Second)
+	if got, want := starts(w), "0s initial, 5s request, 7s forced, 20s request, 22s forced, 25s forced"; got != want {
+		t.Fatalf("runs:\n got  %s\n want %s", got, want)
+	}
+	if n := len(be.Syncs); n != 6 || be.Syncs[5].Endpoints != 2 {
+		t.Fatalf("syncs %+v", be.Syncs)
+	}
+}

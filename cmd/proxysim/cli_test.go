@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -165,6 +166,66 @@ func TestNonPositiveBudgetsAreInvalid(t *testing.T) {
 		}
 		if !strings.Contains(errs, args[1]) {
 			t.Errorf("%v: stderr does not name the flag: %q", args, errs)
+		}
+	}
+}
+
+// --update rewrites a stale inline `iptables:` golden and writes a missing
+// `iptablesFile:`, and leaves a golden that is right alone: a second
+// --update writes nothing at all.
+func TestUpdateRewritesIPTablesGoldens(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../scenarios/testdata/golden-update-iptables.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, table := filepath.Join(dir, "golden-update-iptables.yaml"), filepath.Join(dir, "golden-update-iptables.save")
+	if err := os.WriteFile(file, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runCLI("replay", file); code != exitFail {
+		t.Fatalf("stale goldens passed: %d\n%s%s", code, out, errs)
+	}
+	code, out, errs := runCLI("replay", "--update", file)
+	if code != exitPass || !strings.Contains(out, "updated "+file) || !strings.Contains(out, "updated "+table) {
+		t.Fatalf("--update: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runCLI("replay", file); code != exitPass {
+		t.Fatalf("after --update: %d\n%s%s", code, out, errs)
+	}
+	rewritten, _ := os.ReadFile(file)
+	// The stale block is now the tables at 1s, one endpoint, in the block's
+	// indentation; the right one at 3s is as it was.
+	oneEndpoint := "      iptables: |\n        *filter\n"
+	if strings.Contains(string(rewritten), "stale golden") || !strings.Contains(string(rewritten), oneEndpoint) ||
+		!strings.Contains(string(rewritten), "        -A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment \"default/web:http -> 10.244.1.2:8080\" -j KUBE-SEP-UIQK3OSOSTRHRPBX\n") {
+		t.Fatalf("inline golden not rewritten:\n%s", rewritten)
+	}
+	at3 := string(src[strings.Index(string(src), "  - at: 3s"):])
+	if !strings.HasSuffix(string(rewritten), at3) {
+		t.Fatalf("the right golden at 3s changed:\n%s", rewritten)
+	}
+	saved, err := os.ReadFile(table)
+	if err != nil || !strings.Contains(string(saved), "-j DNAT --to-destination 10.244.1.3:8080\n") || !strings.Contains(string(saved), ":KUBE-PROXY-CANARY - [0:0]\n") {
+		t.Fatalf("golden file: %v\n%s", err, saved)
+	}
+
+	// Everything right: nothing is written, not even the same bytes.
+	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, f := range []string{file, table} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs = runCLI("replay", "--update", file)
+	if code != exitPass || strings.Contains(out, "updated") {
+		t.Fatalf("second --update: %d\n%s%s", code, out, errs)
+	}
+	for f, want := range map[string][]byte{file: rewritten, table: saved} {
+		got, err := os.ReadFile(f)
+		st, serr := os.Stat(f)
+		if err != nil || serr != nil || string(got) != string(want) || !st.ModTime().Equal(old) {
+			t.Errorf("%s was written by an --update with nothing to do (%v, %v)", f, err, serr)
 		}
 	}
 }

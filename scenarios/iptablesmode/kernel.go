@@ -2,6 +2,8 @@ package iptablesmode
 
 import (
 	"fmt"
+	"net"
+	"strings"
 
 	"k8s.io/utils/clock"
 
@@ -28,6 +30,9 @@ type Kernel interface {
 	// reports an error when where they went disagrees with the predicted
 	// shares.
 	CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, affinity map[string][]string) error
+	// Flush is `iptables -t table -F` and `-X` run on the node, from
+	// outside the proxier (the iptablesFlush step).
+	Flush(table string) error
 	Close() error
 }
 
@@ -101,6 +106,28 @@ func (t *inStep) EnsureRule(table, chain, rule string) error {
 	return t.mirror.EnsureRule(table, chain, rule)
 }
 
+// ChainExists asks the kernel (the canary monitor's question); the copy
+// must agree, or the answer is an error: an empty chain is no rule, so
+// Verify would not see the two apart.
+func (t *inStep) ChainExists(table, chain string) (bool, error) {
+	ok, err := t.kernel.ChainExists(table, chain)
+	if err != nil {
+		return false, err
+	}
+	if mine, _ := t.mirror.ChainExists(table, chain); mine != ok {
+		return ok, fmt.Errorf("the kernel says chain %s in %s exists: %v, the fake: %v", chain, table, ok, mine)
+	}
+	return ok, nil
+}
+
+// flush empties a table in the kernel and in the copy.
+func (t *inStep) flush(table string) error {
+	if err := t.kernel.Flush(table); err != nil {
+		return err
+	}
+	return t.mirror.Flush(table)
+}
+
 // kernelSnapshot is the copy's iptables-save once the kernel is shown to
 // hold the same rules.
 func (d *Dataplane) kernelSnapshot() (string, error) {
@@ -145,4 +172,53 @@ func HasRoute(s *scenarios.Scenario) bool {
 		}
 	}
 	return false
+}
+
+// KernelRoute is a connection a replay on a kernel measures with real
+// connections: a route expectation or a connection step.
+type KernelRoute struct {
+	// Where is the expectation or step (its path in the file, and line).
+	Where string
+	// Protocol (TCP, UDP, SCTP), From (an IP) and To (ip:port) are as
+	// netns.Measurement spells them.
+	Protocol, From, To string
+}
+
+// Key is "PROTOCOL FROM -> TO".
+func (k KernelRoute) Key() string { return k.Protocol + " " + k.From + " -> " + k.To }
+
+// KernelRoutes lists, in timeline order, every connection a kernel
+// replay of s measures: each route expectation and each connection step.
+func KernelRoutes(s *scenarios.Scenario) []KernelRoute {
+	var out []KernelRoute
+	add := func(src scenarios.Src, from, to, protocol string) {
+		if ip := net.ParseIP(from); ip != nil {
+			from = ip.String()
+		}
+		if protocol == "" {
+			protocol = "TCP"
+		}
+		if host, port, err := net.SplitHostPort(to); err == nil {
+			if ip := net.ParseIP(host); ip != nil {
+				to = net.JoinHostPort(ip.String(), port)
+			}
+		}
+		out = append(out, KernelRoute{Where: fmt.Sprintf("%s (line %d)", src.Path, src.Line), Protocol: strings.ToUpper(protocol), From: from, To: to})
+	}
+	for _, st := range s.Timeline {
+		for _, a := range st.Actions {
+			if c, ok := a.(*connectionStep); ok && c.Connection != nil {
+				add(c.Connection.Src, c.Connection.From, c.Connection.To, c.Connection.Protocol)
+			}
+		}
+		if st.Expect == nil {
+			continue
+		}
+		for _, c := range st.Expect.Checks {
+			if r, ok := c.(*routeexpect.Expect); ok && r.Route != nil {
+				add(r.Route.Src, r.Route.From, r.Route.To, r.Route.Protocol)
+			}
+		}
+	}
+	return out
 }

@@ -2,7 +2,10 @@ package iptablesmode_test
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,6 +13,12 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/sim/iptables"
+
+	// The library has scenarios of every mode; these load them.
+	_ "github.com/proxysim/proxysim/scenarios/controllers"
+	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
 
 // kernel is a stand-in for a real kernel: an in-memory iptables that can
@@ -22,6 +31,7 @@ type kernel struct {
 	routeErr  error
 	verified  []string
 	routes    []iptables.Shares
+	pkts      []string // "PROTOCOL FROM -> TO" of each route checked
 	closed    int
 }
 
@@ -45,8 +55,9 @@ func (k *kernel) Verify(want string) error {
 	return nil
 }
 
-func (k *kernel) CheckRouteWith(_ iptables.Packet, predicted iptables.Shares, _ map[string][]string) error {
+func (k *kernel) CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, _ map[string][]string) error {
 	k.routes = append(k.routes, predicted)
+	k.pkts = append(k.pkts, fmt.Sprintf("%s %s -> %s", strings.ToUpper(pkt.Protocol), pkt.Src, net.JoinHostPort(pkt.Dst.String(), strconv.Itoa(pkt.DPort))))
 	return k.routeErr
 }
 
@@ -114,5 +125,43 @@ func TestOnKernelFailsGoldensAndRoutesTheKernelDisagreesWith(t *testing.T) {
 	res = replayOn(t, "clusterip-spread.yaml", &kernel{IPTables: fakes.NewIPTables(), routeErr: errors.New("the spread is off")})
 	if res.Passed() || !strings.Contains(res.Failures[0].Got, "the kernel disagrees: the spread is off") {
 		t.Fatalf("failures %v", res.Failures)
+	}
+}
+
+// KernelRoutes lists exactly the connections a kernel replay checks, in
+// order: every route expectation and connection step of every library
+// scenario of the mode (the canary flush, which empties the kernel's
+// tables, included), replayed on a stand-in kernel.
+func TestKernelRoutesAreWhatAKernelReplayChecks(t *testing.T) {
+	n := 0
+	for _, name := range scenarios.LibraryNames() {
+		s, err := scenarios.LoadLibrary(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Proxy.Mode != iptablesmode.Name {
+			continue
+		}
+		k := &kernel{IPTables: fakes.NewIPTables()}
+		res, err := scenarios.Replay(s, scenarios.Options{Dataplane: iptablesmode.OnKernel(func([]string) (iptablesmode.Kernel, error) { return k, nil })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Passed() {
+			var b strings.Builder
+			scenarios.Report(&b, res, false)
+			t.Errorf("%s fails on a kernel that agrees:\n%s", name, b.String())
+		}
+		var want []string
+		for _, r := range iptablesmode.KernelRoutes(s) {
+			want = append(want, r.Key())
+		}
+		if strings.Join(want, "\n") != strings.Join(k.pkts, "\n") {
+			t.Errorf("%s: KernelRoutes\n  %s\nthe replay checked\n  %s", name, strings.Join(want, "\n  "), strings.Join(k.pkts, "\n  "))
+		}
+		n += len(want)
+	}
+	if n < 10 {
+		t.Errorf("%d routes in the library, want a few", n)
 	}
 }

@@ -5,8 +5,10 @@
 // text), its `route` expectation (where a new connection goes, with what
 // exact share, given the clients' earlier connections), its
 // `iptablesMetrics` expectation, its `connection` step (a client's
-// connection went to an endpoint: affinity history), and its fault
-// (`restoreFailures`). Importing it registers the mode.
+// connection went to an endpoint: affinity history), its operator's
+// `iptablesFlush` step (the tables emptied behind kube-proxy's back, which
+// its canary monitor answers), and its fault (`restoreFailures`).
+// Importing it registers the mode.
 //
 // A failed restore fails the sync: that is kube-proxy's iptables proxier,
 // so proxy.syncFailsOnError changes nothing here. It must not import netns.
@@ -25,6 +27,7 @@ import (
 	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // Name is the mode's name in proxy.mode.
@@ -40,7 +43,10 @@ func (Mode) Name() string { return Name }
 func (Mode) NewSettings() scenarios.Settings { return &Settings{} }
 
 func (Mode) Actions() []func() scenarios.Action {
-	return []func() scenarios.Action{func() scenarios.Action { return &connectionStep{} }}
+	return []func() scenarios.Action{
+		func() scenarios.Action { return &connectionStep{} },
+		func() scenarios.Action { return &flushStep{} },
+	}
 }
 
 func (Mode) Faults() []func() scenarios.Action {
@@ -155,9 +161,18 @@ var _ scenarios.Dataplane = (*Dataplane)(nil)
 func (d *Dataplane) Name() string { return d.name }
 
 // NewBackend builds an iptables proxier over the dataplane, at start and
-// at every restart.
+// at every restart, with its canary monitor (iptables.Monitor) on the
+// world's clock: a flush of the tables (the iptablesFlush step) is found
+// at the monitor's next look and answered with a direct full sync.
 func (d *Dataplane) NewBackend(w *sim.World) (proxy.Backend, error) {
 	d.proxier = iptables.New(d.cfg, d.faults, w.Clock, w.TraceDataplane)
+	d.proxier.StartMonitor(w.Clock, func() { w.SyncNow("canary") }, func(detail string, err error) {
+		e := trace.Event{Kind: trace.Note, Detail: detail}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		w.Trace.Add(e)
+	})
 	return d.proxier, nil
 }
 

@@ -28,6 +28,11 @@ type Dataplane interface {
 	// EnsureRule prepends a rule to a chain unless an identical one is
 	// there (`iptables -C`, then `-I chain 1`).
 	EnsureRule(table, chain, rule string) error
+	// ChainExists is `iptables -t table -S chain`: whether the chain is
+	// there (the canary Monitor asks). A missing chain is false and no
+	// error; an error says the look failed (the Monitor takes it for a
+	// no, as kube-proxy does).
+	ChainExists(table, chain string) (bool, error)
 }
 
 // jump is one of kube-proxy's jumps from a built-in chain into its own,
@@ -123,6 +128,7 @@ type Proxier struct {
 
 	metrics Metrics
 	names   *names
+	monitor *Monitor
 }
 
 // New builds a proxier over dp on clk (which times full syncs and the
@@ -140,6 +146,26 @@ func New(cfg Config, dp Dataplane, clk clock.PassiveClock, trace func(op, detail
 // (forceSyncProxyRules) and a change of the node's topology labels
 // (OnTopologyChange) do.
 func (p *Proxier) ForceFullSync() { p.needFullSync = true }
+
+// StartMonitor starts kube-proxy's canary monitor over the proxier's
+// dataplane, every SyncPeriod, as NewProxier does: when it finds the
+// tables flushed it makes the next sync full (ForceFullSync) and calls
+// syncNow, which must sync at once, outside the runner
+// (forceSyncProxyRules calls syncProxyRules directly). Stop stops it.
+func (p *Proxier) StartMonitor(clk clock.WithDelayedExecution, syncNow func(), note func(detail string, err error)) {
+	p.monitor = StartMonitor(p.dp, clk, p.cfg.SyncPeriod, func() {
+		p.ForceFullSync()
+		syncNow()
+	}, note)
+}
+
+// Stop stops the proxier's monitor, if it has one: a restart replaces the
+// proxier.
+func (p *Proxier) Stop() {
+	if p.monitor != nil {
+		p.monitor.Stop()
+	}
+}
 
 // Metrics returns a copy of the proxier's metrics.
 func (p *Proxier) Metrics() Metrics { return p.metrics.clone() }

@@ -351,15 +351,21 @@ type Ruleset map[string]Table
 var BuiltinChains = map[string][]string{
 	"filter": {"INPUT", "FORWARD", "OUTPUT"},
 	"nat":    {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
+	"mangle": {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
 }
 
-// Tables are the tables this package models, in the order Save lists them.
+// Tables are the tables kube-proxy's rules are written to, in the order
+// SaveAll lists them (and goldens hold).
 var Tables = []string{"filter", "nat"}
+
+// AllTables are the tables a Ruleset holds: Tables and mangle, where
+// kube-proxy writes nothing but its canary chain (see Monitor).
+var AllTables = []string{"filter", "nat", "mangle"}
 
 // NewRuleset is an empty ruleset: the built-in chains, accepting.
 func NewRuleset() Ruleset {
 	rs := Ruleset{}
-	for _, t := range Tables {
+	for _, t := range AllTables {
 		rs[t] = Table{}
 		for _, c := range BuiltinChains[t] {
 			rs[t][c] = &Chain{Name: c, Policy: "ACCEPT"}
@@ -430,7 +436,25 @@ func (rs Ruleset) Save(table string) string {
 	return b.String()
 }
 
-// SaveAll is Save of every table.
+// Flush is what `iptables -t table -F` then `-X` does to a copy of rs (a
+// firewall reload from outside kube-proxy, say): every chain of the table
+// emptied, every user chain deleted, the built-in chains' policies kept.
+func (rs Ruleset) Flush(table string) (Ruleset, error) {
+	if rs[table] == nil {
+		return nil, &RestoreError{Msg: "table " + table + " is not modelled"}
+	}
+	out := rs.Clone()
+	t := Table{}
+	for name, c := range out[table] {
+		if c.Builtin() {
+			t[name] = &Chain{Name: name, Policy: c.Policy}
+		}
+	}
+	out[table] = t
+	return out, nil
+}
+
+// SaveAll is Save of the filter and nat tables (Tables).
 func (rs Ruleset) SaveAll() string {
 	var b strings.Builder
 	for _, t := range Tables {
