@@ -105,13 +105,14 @@ e2e-browser:
 ## kube-proxy configurations rendered by kubeadm and read by kube-proxy's own
 ## command against proxysim's reading (kubeproxyconfig); IPT_SEQUENCES defaults to SEQUENCES
 upstream:
-	cd e2e/upstream && $(GO) test -count=1 -v -skip 'InBubble|BubbleComparison' . -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
+	cd e2e/upstream && $(GO) test -count=1 -timeout 0 -v -skip 'InBubble|BubbleComparison' . -args -sequences $(SEQUENCES) -ipt-sequences $(IPT_SEQUENCES) -es-sequences $(ES_SEQUENCES)
 	cd e2e/upstream && $(GO) test -count=1 -v ./kubeproxyconfig
 
 SEQUENCES ?= 10000
 IPT_SEQUENCES ?= $(SEQUENCES)
 # EndpointSlice reconciler vs k8s.io/endpointslice: 10,000 sequences of 12
-# steps took 2m14s (101s of CPU) on a loaded 2-core machine.
+# steps took 2m14s (101s of CPU) on a loaded 2-core machine, 19m16s under a
+# load average of 20-28 (hence -timeout 0: go test's default is 10m).
 ES_SEQUENCES ?= 10000
 
 ## upstream-nftables: kube-proxy v1.36's nftables proxier side by side with proxysim's, each on a

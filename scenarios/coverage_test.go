@@ -26,6 +26,7 @@ var scenarioFeatures = []string{
 	"ingressChurn", "fault.ingressReloadFailures", "fault.ingressPostFailures",
 	"reloads.count", "reloads.at", "dynamicUpdates.count", "dynamicUpdates.at", "ingressBackends",
 	"ingressLatency.exact", "ingressLatency.max", "ingressLatency.samples", "ingressMetrics",
+	"ingressLatency.pod", "ingressLatency.pods", "ingressLatency.p50", "ingressLatency.p99",
 	// the runner's vocabulary
 	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step",
 	"nextRun.at", "nextRun.reason", "nextRun.none",

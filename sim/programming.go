@@ -52,7 +52,8 @@ type programming struct {
 type podChange struct {
 	at      time.Duration
 	ready   bool
-	carried int // the sync that carries it, 0 if none yet
+	ip      string // the pod's IP when it changed
+	carried int    // the sync that carries it, 0 if none yet
 	done    bool
 	latency time.Duration
 }
@@ -191,7 +192,7 @@ func (w *World) programmingPod(cur, obj runtime.Object, deleted bool) {
 	if cur == nil && !ready {
 		return // a new pod that is not ready changes nothing
 	}
-	p.pods[pod.Namespace+"/"+pod.Name] = &podChange{at: w.Now(), ready: ready}
+	p.pods[pod.Namespace+"/"+pod.Name] = &podChange{at: w.Now(), ready: ready, ip: pod.Status.PodIP}
 }
 
 func podServes(p *v1.Pod) bool {
@@ -209,6 +210,18 @@ func podServes(p *v1.Pod) bool {
 // ProgrammingSamples lists kube-proxy's network_programming_duration
 // observations so far, in order.
 func (w *World) ProgrammingSamples() []ProgrammingSample { return w.prog.samples }
+
+// PodReadySince reports when a pod ("namespace/name") last turned Ready,
+// as endpoints see it, and its IP then; false if its latest readiness
+// change was to not ready, or it never changed. Consumers other than
+// kube-proxy (the ingress) measure their own latency from it.
+func (w *World) PodReadySince(key string) (time.Duration, string, bool) {
+	c, ok := w.prog.pods[key]
+	if !ok || !c.ready {
+		return 0, "", false
+	}
+	return c.at, c.ip, true
+}
 
 // PodLatency reports how long the latest readiness change of a pod
 // ("namespace/name") took to be programmed, or false if it has not been

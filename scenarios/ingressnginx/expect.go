@@ -2,6 +2,7 @@ package ingressnginx
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -131,14 +132,19 @@ func (e *backendsExpect) Check(r *scenarios.Run) {
 	}
 }
 
-// latencyExpect bounds the time from an EndpointSlice change to the moment
-// the Lua balancer routes by it: of one slice's latest change, or of every
-// change measured so far.
+// latencyExpect bounds the time until the Lua balancer routes by a
+// change: from an EndpointSlice change (of one slice's latest change, or
+// of every change measured so far), or from a pod's Ready transition (one
+// pod, or several as a distribution).
 type latencyExpect struct {
 	IngressLatency *struct {
 		Object  string              `yaml:"object"`
+		Pod     string              `yaml:"pod"`
+		Pods    []string            `yaml:"pods"`
 		Max     *scenarios.Duration `yaml:"max"`
 		Exact   *scenarios.Duration `yaml:"exact"`
+		P50     *scenarios.Duration `yaml:"p50"`
+		P99     *scenarios.Duration `yaml:"p99"`
 		Samples *int                `yaml:"samples"`
 		Src     scenarios.Src
 	} `yaml:"ingressLatency"`
@@ -151,22 +157,67 @@ func (e *latencyExpect) Validate(v *scenarios.Validator) {
 	}
 	here := scenarios.Pos{Line: l.Src.Line, Column: l.Src.Column, Path: l.Src.Path}
 	needs(v, here)
+	forms := 0
+	for _, given := range []bool{l.Object != "", l.Pod != "", l.Pods != nil} {
+		if given {
+			forms++
+		}
+	}
+	if forms > 1 {
+		v.Errorf(here, "give one of object, pod and pods")
+	}
 	if l.Object != "" {
 		if !strings.HasPrefix(l.Object, "EndpointSlice ") {
 			v.Errorf(l.Src.At("object"), "want an EndpointSlice (\"EndpointSlice namespace/name\"), got %q", l.Object)
 		} else if !v.Exists(l.Object) {
 			v.Errorf(l.Src.At("object"), "no object %q at this point", l.Object)
 		}
-		if l.Samples != nil {
-			v.Errorf(l.Src.At("samples"), "samples counts every change: not with object")
+	}
+	if l.Pod != "" {
+		if _, err := podKey(l.Pod); err != nil {
+			v.Errorf(l.Src.At("pod"), "%v", err)
 		}
 	}
-	if l.Max == nil && l.Exact == nil && l.Samples == nil {
-		v.Errorf(here, "say max, exact or samples")
+	if l.Pods != nil && len(l.Pods) == 0 {
+		v.Errorf(l.Src.At("pods"), "name at least one pod")
+	}
+	for _, p := range l.Pods {
+		if _, err := podKey(p); err != nil {
+			v.Errorf(l.Src.At("pods"), "%v", err)
+		}
+	}
+	one := l.Object != "" || l.Pod != ""
+	if one && l.Samples != nil {
+		v.Errorf(l.Src.At("samples"), "samples counts every change: not with object or pod")
+	}
+	if one && (l.P50 != nil || l.P99 != nil) {
+		v.Errorf(here, "p50 and p99 are over several latencies: not with object or pod")
+	}
+	if l.Max == nil && l.Exact == nil && l.Samples == nil && l.P50 == nil && l.P99 == nil {
+		v.Errorf(here, "say max, exact, p50, p99 or samples")
 	}
 	if l.Samples != nil && *l.Samples < 0 {
 		v.Errorf(l.Src.At("samples"), "must not be negative, got %d", *l.Samples)
 	}
+}
+
+// podKey turns "name" or "namespace/name" into "namespace/name".
+func podKey(s string) (string, error) {
+	ns, name, found := strings.Cut(s, "/")
+	if !found {
+		ns, name = "default", s
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("want a Pod as \"name\" or \"namespace/name\", got %q", s)
+	}
+	return ns + "/" + name, nil
+}
+
+// percentile is the nearest-rank percentile of sorted latencies: the
+// smallest such that at least q of them are at most it.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	n := int(math.Ceil(q * float64(len(sorted))))
+	return sorted[max(n, 1)-1]
 }
 
 func (e *latencyExpect) Check(r *scenarios.Run) {
@@ -176,14 +227,29 @@ func (e *latencyExpect) Check(r *scenarios.Run) {
 	}
 	c := of(r)
 	var got []time.Duration
-	if l.Object != "" {
+	switch {
+	case l.Object != "":
 		d, ok := c.Latency(strings.TrimPrefix(l.Object, "EndpointSlice "))
 		if !ok {
 			r.Fail(l.Src.At("object"), "ingressLatency", "the ingress routing by the latest change of "+l.Object, "not yet")
 			return
 		}
 		got = []time.Duration{d}
-	} else {
+	case l.Pod != "" || l.Pods != nil:
+		pods, where := l.Pods, "pods"
+		if l.Pod != "" {
+			pods, where = []string{l.Pod}, "pod"
+		}
+		for _, p := range pods {
+			k, _ := podKey(p)
+			d, ok := c.PodLatency(k)
+			if !ok {
+				r.Fail(l.Src.At(where), "ingressLatency", "the ingress routing to Pod "+k+" since it turned Ready", "not yet")
+				return
+			}
+			got = append(got, d)
+		}
+	default:
 		for _, s := range c.Samples() {
 			got = append(got, s.Latency())
 		}
@@ -199,6 +265,24 @@ func (e *latencyExpect) Check(r *scenarios.Run) {
 		if l.Max != nil && d > l.Max.D() {
 			r.Fail(l.Src.At("max"), "ingressLatency", "at most "+l.Max.String(), fmt.Sprint(got))
 			break
+		}
+	}
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	for _, p := range []struct {
+		key  string
+		q    float64
+		want *scenarios.Duration
+	}{{"p50", 0.5, l.P50}, {"p99", 0.99, l.P99}} {
+		if p.want == nil {
+			continue
+		}
+		if len(sorted) == 0 {
+			r.Fail(l.Src.At(p.key), "ingressLatency", p.want.String(), "no latency measured yet")
+			continue
+		}
+		if v := percentile(sorted, p.q); v != p.want.D() {
+			r.Fail(l.Src.At(p.key), "ingressLatency", p.want.String(), fmt.Sprintf("%v of %v", v, sorted))
 		}
 	}
 }

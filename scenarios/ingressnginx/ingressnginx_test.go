@@ -51,9 +51,8 @@ func replay(t *testing.T, s *scenarios.Scenario) []byte {
 }
 
 // Every ingress scenario of the library passes and replays byte-identically,
-// 100 times, with GOMAXPROCS 1 and 2 (the "done when"). Under -race
-// (make race) the runs are fewer: the race detector is slow, and one data
-// race shows in one run.
+// 100 times (3 with -short), GOMAXPROCS alternating 1 and 2, each run equal
+// to the first (the "done when"), under -race as CI runs it too.
 func TestIngressScenariosReplayIdentically(t *testing.T) {
 	runs := 100
 	if testing.Short() {

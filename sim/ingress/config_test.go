@@ -117,3 +117,46 @@ func TestServiceEvents(t *testing.T) {
 		t.Errorf("syncs %v, want %v", got, want)
 	}
 }
+
+// The running-configuration comparison (pkg/apis/ingress/types_equals.go
+// at controller-v1.15.1, Configuration.Equal): backends are compared as a
+// set (compareBackends), each backend's endpoints as a set
+// (Backend.Equal, compareEndpoints), servers position by position (the
+// build sorts them), and BackendConfigChecksum last. The model keeps every
+// list sorted, so the same cluster listed in any order builds an equal
+// configuration with the same hash; the ConfigMap's checksum alone makes
+// two otherwise equal ones differ, and not dynamically.
+func TestConfigurationEqual(t *testing.T) {
+	ings := []*networking.Ingress{ingressFor("web", "web.example", "/", "web", nil), ingressFor("api", "api.example", "/", "api", nil)}
+	api := service("api")
+	api.Spec.ClusterIP = "10.96.0.11"
+	svcs := []*v1.Service{service("web"), api}
+	sls := []*discovery.EndpointSlice{
+		slice("web", "web-1", map[string]bool{"10.0.0.1": true, "10.0.0.2": true}),
+		slice("web", "web-2", map[string]bool{"10.0.0.3": true}),
+		slice("api", "api-1", map[string]bool{"10.0.1.1": true}),
+	}
+	a := buildOf(ings, svcs, sls)
+	// The same objects, listed the other way round, the endpoints of a
+	// slice reversed, and the web endpoints split over the slices
+	// differently.
+	b1 := slice("web", "web-1", map[string]bool{"10.0.0.3": true, "10.0.0.2": true})
+	slices.Reverse(b1.Endpoints)
+	b2 := slice("web", "web-2", map[string]bool{"10.0.0.1": true})
+	b := buildOf([]*networking.Ingress{ings[1], ings[0]}, []*v1.Service{svcs[1], svcs[0]}, []*discovery.EndpointSlice{sls[2], b2, b1})
+	if !a.Equal(b) || a.Hash() != b.Hash() {
+		t.Errorf("the same cluster in another order builds another configuration:\n%+v\n%+v", a, b)
+	}
+	c := *b
+	c.BackendConfigChecksum = "1"
+	if a.Equal(&c) || a.Hash() == c.Hash() {
+		t.Error("a ConfigMap checksum change is not seen")
+	}
+	if DynamicEnough(&c, a) {
+		t.Error("a ConfigMap change counted as dynamic: it must reload")
+	}
+	d := buildOf(ings, svcs, []*discovery.EndpointSlice{sls[0], sls[1], slice("api", "api-1", map[string]bool{"10.0.1.2": true})})
+	if a.Equal(d) || !DynamicEnough(d, a) {
+		t.Errorf("another endpoint: equal %v, dynamic %v; want a change that needs no reload", a.Equal(d), DynamicEnough(d, a))
+	}
+}

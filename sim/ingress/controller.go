@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"reflect"
 	"slices"
 	"time"
@@ -157,6 +158,7 @@ type Controller struct {
 	live    *Configuration // what nginx serves: servers of the last reload
 	pcfg    *Configuration // the one being applied
 	pvers   sliceVersions
+	pbuilt  time.Duration // when pcfg was built
 
 	// The Lua side: the shared dictionary the POST fills, and one worker.
 	dict      luaDict
@@ -169,6 +171,7 @@ type Controller struct {
 	syncs    []time.Duration
 	samples  []Sample
 	unrouted map[string][]time.Duration // slice -> its changes not routed yet
+	takes    []take                     // each moment the Lua worker routed by a configuration
 
 	// Faults: the next n reloads, or backend posts, fail.
 	failReloads int
@@ -182,6 +185,15 @@ type luaDict struct {
 	backends []Backend
 	stamp    int64 // ngx.time() of the POST: whole seconds
 	versions sliceVersions
+	built    time.Duration // the latest build whose backends these are
+}
+
+// take is a moment the Lua worker routed by a configuration built at
+// built: the addresses it sent traffic to then (sorted), from which a
+// pod's latency is read.
+type take struct {
+	at, built time.Duration
+	addrs     []string
 }
 
 type luaWorker struct {
@@ -629,7 +641,7 @@ func (c *Controller) syncIngress() {
 		}
 		return 0
 	})
-	c.pcfg, c.pvers = pcfg, vers
+	c.pcfg, c.pvers, c.pbuilt = pcfg, vers, c.w.Now()
 	hash := pcfg.Hash()
 	if c.running.Equal(pcfg) {
 		c.note("sync.nochange", c.current.key, "")
@@ -714,7 +726,7 @@ func (c *Controller) configureDynamically(attempt int) {
 	}
 	c.metrics.DynamicUpdates++
 	c.dynamic = append(c.dynamic, c.w.Now())
-	c.dict = luaDict{set: true, gen: c.dict.gen + 1, backends: c.pcfg.Backends, stamp: c.w.Clock.Now().Unix(), versions: c.pvers}
+	c.dict = luaDict{set: true, gen: c.dict.gen + 1, backends: c.pcfg.Backends, stamp: c.w.Clock.Now().Unix(), versions: c.pvers, built: c.pbuilt}
 	c.note("dynamic.post", c.current.key, fmt.Sprintf("backends=%d", len(c.pcfg.Backends)))
 	c.applied()
 }
@@ -733,6 +745,9 @@ func (c *Controller) applied() {
 			if v > c.dict.versions[k] {
 				c.dict.versions[k] = v
 			}
+		}
+		if c.dict.set && c.pbuilt > c.dict.built && reflect.DeepEqual(c.dict.backends, c.pcfg.Backends) {
+			c.dict.built = c.pbuilt // the posted backends are still the configuration's
 		}
 		if c.worker.up && c.dict.set && c.worker.gen == c.dict.gen {
 			c.route(c.dict.versions)
@@ -804,9 +819,11 @@ func (c *Controller) syncBackends() {
 }
 
 // route records a latency sample for every change of a slice, up to the
-// version the worker now routes by, not yet routed.
+// version the worker now routes by, not yet routed, and the addresses the
+// worker routes to.
 func (c *Controller) route(vers sliceVersions) {
 	now := c.w.Now()
+	c.takes = append(c.takes, take{at: now, built: c.dict.built, addrs: c.workerAddrs()})
 	for _, k := range slices.Sorted(maps.Keys(vers)) {
 		v := time.Duration(vers[k])
 		pending := c.unrouted[k]
@@ -822,6 +839,43 @@ func (c *Controller) route(vers sliceVersions) {
 			c.unrouted[k] = pending[n:]
 		}
 	}
+}
+
+// workerAddrs lists the addresses of every endpoint the Lua worker holds,
+// sorted, each once.
+func (c *Controller) workerAddrs() []string {
+	var out []string
+	for _, b := range c.worker.backends {
+		for _, ep := range b.Endpoints {
+			if h, _, err := net.SplitHostPort(ep); err == nil {
+				out = append(out, h)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// PodLatency is the time from a pod's latest Ready transition
+// ("namespace/name", as the world saw it) to the first moment the Lua
+// worker routed to its address by a configuration built after it: false
+// if the pod is not Ready or the ingress does not route to it yet. With
+// the EndpointSlice controller in the world this covers the controller,
+// the sync loop and the balancer's pick-up.
+func (c *Controller) PodLatency(pod string) (time.Duration, bool) {
+	since, ip, ok := c.w.PodReadySince(pod)
+	if !ok || ip == "" {
+		return 0, false
+	}
+	for _, t := range c.takes {
+		if t.built < since {
+			continue
+		}
+		if _, found := slices.BinarySearch(t.addrs, ip); found {
+			return t.at - since, true
+		}
+	}
+	return 0, false
 }
 
 // FailReloads makes the next n reloads fail.

@@ -258,8 +258,16 @@ func TestDynamicBackoff(t *testing.T) {
 	}
 }
 
-// Before the main loop reads (the first second, and the store's initial
-// lists), the ring keeps only the newest RingSize events.
+// ingress-nginx's ring at controller-v1.15.1: NewNGINXController
+// (internal/ingress/controller/nginx.go) makes updateCh with
+// channels.NewRingChannel(1024); the store's handlers (store.go New: the
+// Ingress, EndpointSlice, Service, Secret and ConfigMap handlers) write
+// every event into updateCh.In() without blocking; the main loop
+// (nginx.go Start) reads updateCh.Out() only after the store has run and
+// nginx has started. eapache/channels' RingChannel (ring_channel.go,
+// ringBuffer) drops the oldest buffered item when a new one arrives past
+// the size. So before the main loop reads (the first second, and the
+// store's initial lists), the ring keeps only the newest RingSize events.
 func TestRingDropsTheOldest(t *testing.T) {
 	w, c := world(t, func(cfg *Config) { cfg.RingSize = 4 })
 	for i := range 6 {
@@ -282,9 +290,40 @@ func TestRingDropsTheOldest(t *testing.T) {
 	}
 }
 
-// The store filters: another controller's class and a ports-only slice
-// change are no events; a ConfigMap change is a non-skippable one that
-// reloads.
+// The ring on its own (eapache/channels ring_channel.go ringBuffer): past
+// its size each new event pushes out the oldest one, and what is left
+// comes out in the order it went in.
+func TestRingKeepsTheNewestInOrder(t *testing.T) {
+	r := ring{size: 3}
+	var dropped []string
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if d, ok := r.push(event{key: k}); ok {
+			dropped = append(dropped, d.key)
+		}
+	}
+	if !slices.Equal(dropped, []string{"a", "b"}) || r.dropped != 2 {
+		t.Errorf("dropped %v (%d), want the two oldest", dropped, r.dropped)
+	}
+	var kept []string
+	for _, ev := range r.drain() {
+		kept = append(kept, ev.key)
+	}
+	if !slices.Equal(kept, []string{"c", "d", "e"}) {
+		t.Errorf("kept %v, want the newest three in order", kept)
+	}
+	if left := r.drain(); len(left) != 0 {
+		t.Errorf("a drained ring still holds %v", left)
+	}
+}
+
+// The store's filters at controller-v1.15.1 (internal/ingress/controller/
+// store/store.go New): the Ingress handler drops an ingress whose class is
+// not this controller's (GetIngressClass); the EndpointSlice handler's
+// UpdateFunc sends an event only when the Endpoints field changed, so a
+// ports-only change is none; handleCfgMapEvent sends a ConfigurationEvent
+// only for the controller's own ConfigMap (or its TCP/UDP ones,
+// changeTriggerUpdate), which the main loop (nginx.go Start) enqueues as
+// the non-skippable "configmap-change", and the new checksum reloads.
 func TestStoreFilters(t *testing.T) {
 	w, c := world(t, nil)
 	if err := w.Start(); err != nil {
@@ -297,6 +336,7 @@ func TestStoreFilters(t *testing.T) {
 	s := slice("web", "web-1", map[string]bool{"10.0.0.1": true, "10.0.0.2": true})
 	s.Ports[0].Port = ptr.To[int32](9090)
 	w.Update(s)
+	w.Create(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app-settings"}, Data: map[string]string{"proxy-body-size": "8m"}})
 	w.RunUntil(20 * time.Second)
 	if n := len(c.Syncs()); n != 1 {
 		t.Errorf("syncs %v: filtered events caused syncs", c.Syncs())
@@ -414,5 +454,46 @@ func TestIngressInformerStartsLate(t *testing.T) {
 	}
 	if c.Metrics().Skipped != 4 {
 		t.Errorf("skipped %d, want the 4 start-up events (slice, class, two ingresses)", c.Metrics().Skipped)
+	}
+}
+
+// The metrics as the collector sets them at controller-v1.15.1
+// (internal/ingress/metric/collectors/controller.go): IncReloadErrorCount
+// and ConfigSuccess(hash, false) on a failed reload, which zero the
+// success gauge and config_hash but leave the last success timestamp;
+// ConfigSuccess(hash, true) and IncReloadCount on a good one. syncIngress
+// (internal/ingress/controller/controller.go) also calls
+// ConfigSuccess(hash, true) when a sync finds the running configuration
+// unchanged after a failed reload: here the change is undone before its
+// retry, so the retry reloads nothing and the flag comes back anyway.
+func TestMetricsFollowTheCollector(t *testing.T) {
+	w, c := world(t, func(cfg *Config) { cfg.ReloadCost = 200 * time.Millisecond })
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.RunUntil(10 * time.Second)
+	good := c.Metrics()
+	if good.Reloads != 1 || good.ReloadErrors != 0 || !good.LastReloadSuccessful || good.ConfigHash != c.Running().Hash() || good.LastReloadSuccessAt != 1200*time.Millisecond {
+		t.Fatalf("after the first reload: %+v", good)
+	}
+	c.FailReloads(1)
+	api := ingressFor("api", "web.example", "/api", "web", nil)
+	w.Create(api)
+	w.RunUntil(10*time.Second + 300*time.Millisecond)
+	m := c.Metrics()
+	if m.Reloads != 1 || m.ReloadErrors != 1 || m.LastReloadSuccessful || m.ConfigHash != 0 || m.LastReloadSuccessAt != good.LastReloadSuccessAt {
+		t.Errorf("after the failed reload: %+v", m)
+	}
+	w.Delete("Ingress", "default", "api")
+	w.RunUntil(30 * time.Second)
+	m = c.Metrics()
+	if got := c.Reloads(); !slices.Equal(got, durations("1s", "10s")) {
+		t.Errorf("reloads at %v: the undone change should need none", got)
+	}
+	if m.Reloads != 1 || m.ReloadErrors != 1 || !m.LastReloadSuccessful || m.ConfigHash != good.ConfigHash {
+		t.Errorf("after the unchanged sync: %+v, want success and the running hash back", m)
+	}
+	if m.LastReloadSuccessAt <= good.LastReloadSuccessAt {
+		t.Errorf("the success timestamp %v did not move on ConfigSuccess(hash, true)", m.LastReloadSuccessAt)
 	}
 }

@@ -1,5 +1,0 @@
-//go:build race
-
-package ingressnginx_test
-
-const raceEnabled = true
