@@ -17,6 +17,9 @@ var sharedChains = map[string]bool{
 	"KUBE-SERVICES": true, "KUBE-EXTERNAL-SERVICES": true, "KUBE-NODEPORTS": true, "KUBE-PROXY-FIREWALL": true,
 }
 
+// canaryChain is kube-proxy's canary (normalisation 4 below).
+const canaryChain = "KUBE-PROXY-CANARY"
+
 // CanonicalIPTables rewrites restore or save text so that what may legitimately
 // differ does not:
 //  1. chain lines are sorted, and compared by name only (upstream's fake
@@ -31,6 +34,12 @@ var sharedChains = map[string]bool{
 //     port name in their comment, the rules of one block in their order
 //     and the rule without a service (the node-ports jump) last: kube-proxy
 //     ranges over a Go map, proxysim over sorted names.
+//  4. the canary chain KUBE-PROXY-CANARY is dropped: kube-proxy's iptables
+//     Monitor makes it (pkg/proxy/iptables/proxier.go NewProxier starts
+//     it), but upstream's fake iptables runs Monitor as a no-op
+//     (pkg/util/iptables/testing/fake.go FakeIPTables.Monitor), so its
+//     side never holds it; proxysim's monitor is checked by its own tests
+//     and on the kernel.
 //
 // Nothing else is touched: every rule's text must be identical.
 func CanonicalIPTables(text string) (string, error) {
@@ -57,7 +66,9 @@ func CanonicalIPTables(text string) (string, error) {
 			return "", fmt.Errorf("line outside a table: %q", l)
 		case strings.HasPrefix(l, ":"):
 			name, _, _ := strings.Cut(l[1:], " ")
-			cur.chains = append(cur.chains, name)
+			if name != canaryChain {
+				cur.chains = append(cur.chains, name)
+			}
 		case strings.HasPrefix(l, "-A "):
 			chain, _, _ := strings.Cut(l[3:], " ")
 			cur.rules[chain] = append(cur.rules[chain], l)

@@ -316,13 +316,45 @@ func foreignStep(s *scenarios.Scenario) error {
 	}
 	for _, st := range s.Timeline {
 		for _, a := range st.Actions {
-			if mode, ok := owner[reflect.TypeOf(a)]; ok {
+			key := actionKey(a)
+			parts := []scenarios.Action{a}
+			if f := faultOf(a); f != nil {
+				parts = f.Parts // a fault step holds each mode's faults
+			}
+			for _, p := range parts {
+				mode, ok := owner[reflect.TypeOf(p)]
+				if !ok {
+					continue
+				}
+				if p != a {
+					key += "." + actionKey(p)
+				}
 				at := time.Duration(0)
 				if st.At != nil {
 					at = st.At.D()
 				}
-				return fmt.Errorf("step %q (first at %v) is the %s mode's own, on its dataplane; the %s mode has none", actionKey(a), at, mode, s.Proxy.Mode)
+				return fmt.Errorf("step %q (first at %v) is the %s mode's own, on its dataplane; the %s mode has none", key, at, mode, s.Proxy.Mode)
 			}
+		}
+	}
+	return nil
+}
+
+// faultOf is the fault a fault step carries, nil for any other step.
+func faultOf(a scenarios.Action) *scenarios.Fault {
+	v := reflect.ValueOf(a)
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := range v.NumField() {
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		if f, ok := v.Field(i).Interface().(*scenarios.Fault); ok {
+			return f
 		}
 	}
 	return nil

@@ -124,3 +124,16 @@ func TestRetoldForeignStep(t *testing.T) {
 		t.Fatalf("retold: got %v, want %q", err, want)
 	}
 }
+
+// TestRetoldForeignFault: a fault step whose fault is the IPVS mode's own
+// (failing dataplane operations) is refused by its key.
+func TestRetoldForeignFault(t *testing.T) {
+	s, err := scenarios.LoadLibrary("ipvs-error-is-not-a-failure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Record(AsIPTables(s))
+	if err == nil || !strings.Contains(err.Error(), `step "fault.dataplaneOps"`) || !strings.Contains(err.Error(), "is the ipvs mode's own") {
+		t.Fatalf("retold: got %v", err)
+	}
+}
