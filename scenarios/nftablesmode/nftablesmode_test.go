@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/controllers"  // the library's controller twins
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // for the side-by-side churn
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // for the side-by-side churn
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
