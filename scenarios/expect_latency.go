@@ -21,7 +21,7 @@ func (e *latencyExpect) Validate(v *Validator) {
 	case l.Pod != "" && l.Object != "":
 		v.Errorf(l.Src.At("pod"), "give object or pod, not both")
 	case l.Pod != "":
-		if _, err := podKey(l.Pod); err != nil {
+		if _, err := PodKey(l.Pod); err != nil {
 			v.Errorf(l.Src.At("pod"), "%v", err)
 		} else if !v.everPod(l.Pod) {
 			v.Errorf(l.Src.At("pod"), "no Pod %q so far in the scenario", l.Pod)
@@ -42,7 +42,7 @@ func (e *latencyExpect) Check(r *Run) {
 	got, ok := latency(r, l.Object)
 	what, where := "the latest change of "+l.Object, "object"
 	if l.Pod != "" {
-		k, _ := podKey(l.Pod)
+		k, _ := PodKey(l.Pod)
 		got, ok = r.World().PodLatency(k)
 		what, where = "the latest readiness change of Pod "+k, "pod"
 	}
@@ -73,8 +73,9 @@ func latency(r *Run, key string) (time.Duration, bool) {
 	return 0, false
 }
 
-// podKey turns "name" or "namespace/name" into "namespace/name".
-func podKey(s string) (string, error) {
+// PodKey turns a scenario's Pod reference, "name" (in namespace default)
+// or "namespace/name", into "namespace/name".
+func PodKey(s string) (string, error) {
 	ns, name, found := strings.Cut(s, "/")
 	if !found {
 		ns, name = "default", s
@@ -88,7 +89,7 @@ func podKey(s string) (string, error) {
 // everPod reports whether the scenario has had the pod at any point so far
 // (its latency outlives it).
 func (v *Validator) everPod(s string) bool {
-	k, _ := podKey(s)
+	k, _ := PodKey(s)
 	ns, name, _ := strings.Cut(k, "/")
 	key := KeyOf("Pod", ns, name)
 	return v.known[key] || v.gone()[key]

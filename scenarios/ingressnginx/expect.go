@@ -174,7 +174,7 @@ func (e *latencyExpect) Validate(v *scenarios.Validator) {
 		}
 	}
 	if l.Pod != "" {
-		if _, err := podKey(l.Pod); err != nil {
+		if _, err := scenarios.PodKey(l.Pod); err != nil {
 			v.Errorf(l.Src.At("pod"), "%v", err)
 		}
 	}
@@ -182,7 +182,7 @@ func (e *latencyExpect) Validate(v *scenarios.Validator) {
 		v.Errorf(l.Src.At("pods"), "name at least one pod")
 	}
 	for _, p := range l.Pods {
-		if _, err := podKey(p); err != nil {
+		if _, err := scenarios.PodKey(p); err != nil {
 			v.Errorf(l.Src.At("pods"), "%v", err)
 		}
 	}
@@ -199,18 +199,6 @@ func (e *latencyExpect) Validate(v *scenarios.Validator) {
 	if l.Samples != nil && *l.Samples < 0 {
 		v.Errorf(l.Src.At("samples"), "must not be negative, got %d", *l.Samples)
 	}
-}
-
-// podKey turns "name" or "namespace/name" into "namespace/name".
-func podKey(s string) (string, error) {
-	ns, name, found := strings.Cut(s, "/")
-	if !found {
-		ns, name = "default", s
-	}
-	if ns == "" || name == "" || strings.Contains(name, "/") {
-		return "", fmt.Errorf("want a Pod as \"name\" or \"namespace/name\", got %q", s)
-	}
-	return ns + "/" + name, nil
 }
 
 // percentile is the nearest-rank percentile of sorted latencies: the
@@ -241,7 +229,7 @@ func (e *latencyExpect) Check(r *scenarios.Run) {
 			pods, where = []string{l.Pod}, "pod"
 		}
 		for _, p := range pods {
-			k, _ := podKey(p)
+			k, _ := scenarios.PodKey(p)
 			d, ok := c.PodLatency(k)
 			if !ok {
 				r.Fail(l.Src.At(where), "ingressLatency", "the ingress routing to Pod "+k+" since it turned Ready", "not yet")
