@@ -13,7 +13,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"reflect"
@@ -61,12 +60,7 @@ var (
 // TestMain silences klog: kube-proxy's proxier logs through the context's
 // logger (transcript.SyncLog), everything else through klog's globals.
 func TestMain(m *testing.M) {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("alsologtostderr", "false")
-	_ = fs.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(io.Discard)
+	transcript.SilenceKlog()
 	flag.Parse()
 	os.Exit(m.Run())
 }

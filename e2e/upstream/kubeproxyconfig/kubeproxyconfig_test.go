@@ -33,13 +33,13 @@ import (
 	clientsetfake "k8s.io/client-go/kubernetes/fake"
 	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	"k8s.io/klog/v2"
 	kubeproxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 	kubeadmproxy "k8s.io/kubernetes/cmd/kubeadm/app/phases/addons/proxy"
 	kubeadmconfig "k8s.io/kubernetes/cmd/kubeadm/app/util/config"
 	proxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	proxyconfigscheme "k8s.io/kubernetes/pkg/proxy/apis/config/scheme"
 
+	"github.com/proxysim/proxysim/e2e/transcript"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
@@ -50,12 +50,7 @@ import (
 // and lets kube-proxy's command apply its (unchanged) logging configuration
 // once per run, as each run is a fresh kube-proxy process.
 func TestMain(m *testing.M) {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("alsologtostderr", "false")
-	_ = fs.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(io.Discard)
+	transcript.SilenceKlog()
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 	flag.Parse()
 	os.Exit(m.Run())
