@@ -91,7 +91,7 @@ e2e-netns:
 e2e-host:
 	@[ "$$(id -u)" = 0 ] || { echo "make e2e-host needs root"; exit 1; }
 	bash netns/hostdeps.sh
-	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
+	PROXYSIM_HOST_KERNEL_REQUIRED=1 $(GO) test -count=1 -timeout 30m -v ./e2e -args -ginkgo.label-filter=host-kernel -ginkgo.v
 
 ## e2e-browser: `proxysim report` pages in headless Chromium from Debian's
 ## archive (installs it; fails, never skips, without it); the pages and

@@ -93,12 +93,15 @@ func (m Measurement) String() string {
 }
 
 // Sample sizes: a certain outcome is checked with exactSamples connections
-// (all must go there); shares below 1 with samplesPerOutcome per outcome,
-// and enough that the rarest expects minExpected; more outcomes than
-// maxOutcomes are not measured.
+// (all must go there); shares below 1 with samplesPerOutcome per outcome
+// (serialPerOutcome when each trial must start from a prepared affinity
+// state, so that trials run one at a time: half the connections, still
+// twice minExpected), and enough that the rarest expects minExpected; more
+// outcomes than maxOutcomes are not measured.
 const (
 	exactSamples      = 16
 	samplesPerOutcome = 200
+	serialPerOutcome  = 100
 	minExpected       = 50
 	maxSamples        = 5000
 	maxOutcomes       = 16
@@ -178,7 +181,11 @@ func (n *ProxyNode) measure(pkt route.Packet, predicted route.Shares, t trial) (
 	}
 	m.N = exactSamples
 	if len(m.Predicted) > 1 {
-		m.N = min(maxSamples, max(samplesPerOutcome*len(m.Predicted), int(math.Ceil(minExpected/rarest))))
+		per := samplesPerOutcome
+		if t.prepare != nil || t.again {
+			per = serialPerOutcome
+		}
+		m.N = min(maxSamples, max(per*len(m.Predicted), int(math.Ceil(minExpected/rarest))))
 	}
 	if err := m.sample(n, to, t); err != nil {
 		return m, err
