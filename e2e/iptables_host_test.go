@@ -446,3 +446,21 @@ var _ = Describe("a netns replay of an iptables scenario from the command line",
 		Expect(namespacesOf(killed)).To(BeEmpty(), "the next run removes what the killed one left")
 	})
 })
+
+var _ = Describe("a netns replay of the iptables library from the command line", Label("host-kernel"), func() {
+	var names []string
+	for _, n := range scenarios.LibraryNames() {
+		if s, err := scenarios.LoadLibrary(n); err == nil && s.Proxy.Mode == iptablesmode.Name {
+			names = append(names, n)
+		}
+	}
+	for _, b := range netns.IPTablesBackends {
+		It(fmt.Sprintf("passes every iptables library scenario with `proxysim replay --dataplane netns --iptables %s`", b), func() {
+			requireHostKernel(b)
+			Expect(len(names)).To(BeNumerically(">=", 8))
+			// iptables v1.8.9 (nf_tables) or (legacy): the backend asked for
+			backend := map[netns.IPTablesBackend]string{netns.NFT: `\(nf_tables\)`, netns.Legacy: `\(legacy\)`}[b]
+			replayFromCLI(names, []string{"--iptables", string(b)}, `iptables v[0-9.]+ `+backend+` dataplane`)
+		})
+	}
+})

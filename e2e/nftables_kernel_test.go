@@ -502,20 +502,29 @@ var _ = Describe("a netns replay of the nftables library from the command line",
 		requireNFT()
 		names := nftLibrary()
 		Expect(len(names)).To(BeNumerically(">=", 8))
-		bin := filepath.Join(GinkgoT().TempDir(), "proxysim")
-		out, err := exec.Command("go", "build", "-o", bin, "../cmd/proxysim").CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		start := time.Now()
-		cmd := exec.Command(bin, append([]string{"replay", "--dataplane", "netns"}, names...)...)
-		out, err = cmd.CombinedOutput()
-		report("proxysim replay --dataplane netns of %d nftables scenarios: %v", len(names), time.Since(start).Round(time.Second))
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		for _, name := range names {
-			Expect(string(out)).To(MatchRegexp(`(?m)^PASS %s \(.*netns, kernel [^,]+, nftables v[0-9.]+ dataplane\)`, regexp.QuoteMeta(name)), "%s", out)
-		}
-		Expect(namespacesOf(cmd.Process.Pid)).To(BeEmpty(), "the run removes its namespaces")
+		replayFromCLI(names, nil, `nftables v[0-9.]+ dataplane`)
 	})
 })
+
+// replayFromCLI builds proxysim and replays the named library scenarios
+// with `proxysim replay --dataplane netns` and the extra flags: each must
+// pass on this kernel, on a dataplane the report names as dataplane says
+// (a regular expression), and the run must leave no namespace behind.
+func replayFromCLI(names, flags []string, dataplane string) {
+	bin := filepath.Join(GinkgoT().TempDir(), "proxysim")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/proxysim").CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	start := time.Now()
+	args := append(append([]string{"replay", "--dataplane", "netns"}, flags...), names...)
+	cmd := exec.Command(bin, args...)
+	out, err = cmd.CombinedOutput()
+	report("proxysim %s of %d scenarios: %v", strings.Join(args[:len(args)-len(names)], " "), len(names), time.Since(start).Round(time.Second))
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	for _, name := range names {
+		Expect(string(out)).To(MatchRegexp(`(?m)^PASS %s \(.*netns, kernel [^,]+, %s\)`, regexp.QuoteMeta(name), dataplane), "%s", out)
+	}
+	Expect(namespacesOf(cmd.Process.Pid)).To(BeEmpty(), "the run removes its namespaces")
+}
 
 // requireNFT skips a spec that cannot run here (not root, no nft), or
 // fails it under PROXYSIM_HOST_KERNEL_REQUIRED=1 (make e2e-host), as the
