@@ -3,9 +3,11 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // IPTablesNode is a ProxyNode whose iptables hold a proxy's rules.
@@ -79,7 +81,7 @@ func (n *IPTablesNode) SetAffinity(lists map[string][]string) error {
 				return fmt.Errorf("empty recent list %s: %w", e.Name(), err)
 			}
 		}
-		for _, name := range sortedKeys(lists) {
+		for _, name := range slices.Sorted(maps.Keys(lists)) {
 			for _, ip := range lists[name] {
 				if err := os.WriteFile(filepath.Join(dir, name), []byte("+"+ip+"\n"), 0o600); err != nil {
 					return fmt.Errorf("recent list %s: add %s: %w", name, ip, err)

@@ -2,8 +2,10 @@ package netns
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -62,7 +64,7 @@ func (m Measurement) Agrees() error {
 // unpredicted lists the outcomes seen that the prediction did not have.
 func (m Measurement) unpredicted() []string {
 	var out []string
-	for _, k := range sortedKeys(m.Counts) {
+	for _, k := range slices.Sorted(maps.Keys(m.Counts)) {
 		if _, ok := m.Predicted[k]; !ok {
 			out = append(out, fmt.Sprintf("%s ×%d", k, m.Counts[k]))
 		}
@@ -99,7 +101,7 @@ func (m Measurement) String() string {
 		return fmt.Sprintf("%s %s -> %s: not measured (%s)", m.Protocol, m.From, m.To, m.Skipped)
 	}
 	var parts []string
-	for _, k := range sortedKeys(m.Predicted) {
+	for _, k := range slices.Sorted(maps.Keys(m.Predicted)) {
 		parts = append(parts, fmt.Sprintf("%s %d (expected %.1f)", k, m.Counts[k], m.Predicted[k]*float64(m.N)))
 	}
 	trials := "connections"
@@ -262,7 +264,7 @@ func (m *Measurement) sample(n *ProxyNode, to string, t trial) error {
 	if len(m.Predicted) > 1 {
 		obs := make([]int, 0, len(m.Predicted))
 		exp := make([]float64, 0, len(m.Predicted))
-		for _, k := range sortedKeys(m.Predicted) {
+		for _, k := range slices.Sorted(maps.Keys(m.Predicted)) {
 			obs = append(obs, counts[k])
 			exp = append(exp, m.Predicted[k])
 		}

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -125,7 +126,7 @@ func CompareNFTLists(want, got string) error {
 	for h := range g {
 		headers[h] = true
 	}
-	for _, h := range sortedKeys(headers) {
+	for _, h := range slices.Sorted(maps.Keys(headers)) {
 		wl, inW := w[h]
 		gl, inG := g[h]
 		switch {

@@ -5,9 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,7 +120,7 @@ func (n *ProxyNode) Close() error {
 	}
 	n.closed = true
 	var errs []error
-	for _, ip := range sortedKeys(n.pods) {
+	for _, ip := range slices.Sorted(maps.Keys(n.pods)) {
 		p := n.pods[ip]
 		p.close()
 		errs = append(errs, p.NS.Close())
@@ -475,13 +476,4 @@ func outcomeOf(err error) string {
 		return OutcomeUnreachable
 	}
 	return "ERROR " + err.Error()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
