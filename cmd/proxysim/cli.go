@@ -83,10 +83,24 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Replay Kubernetes service proxy sync scenarios in virtual time",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Long: `proxysim replays scenarios against kube-proxy's sync engine (informers,
-change trackers, BoundedFrequencyRunner, IPVS proxier) in virtual time.
+		Long: `proxysim replays scenarios of a Kubernetes service proxy's sync in virtual
+time: a cluster, a timeline of changes, and what must hold along the way.
 
-A scenario is a YAML file, or the name of a bundled one (see 'proxysim list').
+The engine reproduces kube-proxy's sync in its three modes: iptables, nftables
+and IPVS (proxy.mode), each behind the BoundedFrequencyRunner of its version (the
+burst runner up to v1.33, the cooldown runner from v1.34). Beside the proxy,
+a scenario can run the EndpointSlice and Endpoints controllers, which turn
+Pods into the objects the proxy reads, and the ingress-nginx controller's
+sync loop.
+
+The dataplane is a fake of the kernel by default; --dataplane netns
+programs this host's kernel in throwaway network namespaces (iptables,
+nftables, IPVS where the kernel has ip_vs; root), and --dataplane vm runs
+IPVS in Debian's kernel under QEMU. 'proxysim doctor' says which of them
+this machine can drive, and how to install what is missing.
+
+A scenario is a YAML file, a folder of them (replay), or the name of a
+bundled one (see 'proxysim list').
 Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
 input (nothing was run), 3 the replay could not run or ran out of its event
 or memory budget, 4 an internal error of proxysim.`,
@@ -231,21 +245,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		}
 	}
 
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the bundled scenarios",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, name := range scenarios.LibraryNames() {
-				s, err := scenarios.LoadLibrary(name)
-				if err != nil {
-					return fail(exitCannotRun, err)
-				}
-				fmt.Fprintf(stdout, "%-40s %s\n", name, firstLine(s.Description))
-			}
-			return nil
-		},
-	}
+	list := newList(stdout)
 
 	show := &cobra.Command{
 		Use:   "show NAME",
