@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,24 +119,52 @@ or memory budget, 4 an internal error of proxysim.`,
 		debug.SetMemoryLimit(scenarios.GCLimit(o.MaxMemory))
 		return o
 	}
+	var out replayOutput
 	replay := &cobra.Command{
-		Use:   "replay FILE|NAME...",
+		Use:   "replay FILE|FOLDER|NAME...",
 		Short: "Replay scenarios and check their expectations",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `replay replays each scenario named (a file, a bundled scenario's name, or a
+folder) and checks its expectations, in the order given.
+
+A folder is searched recursively for scenarios, in lexical order of their
+paths: every .yaml or .yml file whose document has a top-level proxy or
+timeline key and neither kind nor apiVersion (Kubernetes objects and
+kube-proxy configurations, which scenarios name). Folders named manifests,
+golden or goldens, and hidden folders, are not entered: they hold what
+scenarios name, as in the bundled library. Other YAML files are named on
+stderr as skipped; a folder with no scenario is an error (exit 2).
+
+For CI: --junit FILE writes a JUnit XML report (a test case per scenario,
+a failure per expectation that did not hold, at its file:line), and
+--format json prints one JSON document instead of the text report.
+
+Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
+input (nothing was run; every file is loaded before any runs), 3 a replay
+could not run (its dataplane is missing: see 'proxysim doctor') or ran out
+of its budget.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			if dataplane == "vm" && metricsFile != "" {
 				return fail(exitInvalid, fmt.Errorf("--metrics is not available with --dataplane vm"))
 			}
+			files, err := folderArgs(args, stderr)
+			if err != nil {
+				return err
+			}
+			out.report.Dataplane = dataplane
 			if dataplane == "vm" {
-				if _, err := ld.loadAll(args); err != nil {
+				if _, err := ld.loadAll(files); err != nil {
 					return err
 				}
-				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, stdout)
+				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, &out, stdout, stderr)
 			}
 			if metricsAt != nil && metricsFile == "" {
 				return fail(exitInvalid, fmt.Errorf("--metrics-at needs --metrics FILE"))
 			}
-			factory, list, err := ld.prepare(dataplane, args)
+			factory, list, err := ld.prepare(dataplane, files)
 			if err != nil {
 				return err
 			}
@@ -161,8 +190,13 @@ or memory budget, 4 an internal error of proxysim.`,
 				}
 				res, err := scenarios.Replay(s, opts)
 				prog.done()
+				out.record(s, res, err)
 				if err != nil {
-					fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
+					if out.text() {
+						fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
+					} else {
+						fmt.Fprintf(stderr, "ERROR %s: %v\n", s.Name, err)
+					}
 					code = max(code, exitCannotRun)
 					continue
 				}
@@ -171,10 +205,15 @@ or memory budget, 4 an internal error of proxysim.`,
 						return fail(exitCannotRun, err)
 					}
 				}
-				scenarios.Report(stdout, res, verbose)
+				if out.text() {
+					scenarios.Report(stdout, res, verbose)
+				}
 				if !res.Passed() {
 					code = max(code, exitFail)
 				}
+			}
+			if err := out.finish(stdout); err != nil {
+				return err
 			}
 			if code != exitPass {
 				return fail(code, nil)
@@ -182,6 +221,7 @@ or memory budget, 4 an internal error of proxysim.`,
 			return nil
 		},
 	}
+	out.flags(replay)
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
 	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (each mode's blocks and files: ipvs, iptables, nftables) with what the replay produced")
@@ -294,7 +334,7 @@ const traceTail = 256
 // replayInVM runs this very binary inside the VM as `replay --dataplane
 // netns`; bundled scenarios travel inside the binary, files with their whole
 // folder (for the manifests they name).
-func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, stdout io.Writer) error {
+func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, out *replayOutput, stdout, stderr io.Writer) error {
 	if update {
 		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
 	}
@@ -302,7 +342,7 @@ func replayInVM(ctx context.Context, args []string, update, verbose, strict bool
 	if err != nil {
 		return fail(exitCannotRun, err)
 	}
-	inner := []string{"replay", "--dataplane", "netns"}
+	inner := []string{"replay", "--dataplane", "netns", "--vm-result"}
 	if verbose {
 		inner = append(inner, "-v")
 	}
@@ -311,8 +351,18 @@ func replayInVM(ctx context.Context, args []string, update, verbose, strict bool
 	}
 	var files vm.Files
 	for _, a := range args {
-		if _, err := os.Stat(a); err != nil {
+		fi, err := os.Stat(a)
+		switch {
+		case err != nil:
 			inner = append(inner, a) // a bundled scenario
+			continue
+		case fi.IsDir():
+			// The folder goes in whole; the replay inside searches it.
+			dir, err := files.AddFolder(a)
+			if err != nil {
+				return fail(exitCannotRun, err)
+			}
+			inner = append(inner, dir)
 			continue
 		}
 		dir, err := files.AddFolder(filepath.Dir(a))
@@ -323,9 +373,27 @@ func replayInVM(ctx context.Context, args []string, update, verbose, strict bool
 	}
 	ctx, stop := interruptible(ctx)
 	defer stop()
-	res, err := vm.Run(ctx, vm.Config{Console: stdout}, self, inner, &files)
+	// The guest's text report goes to stdout, or to stderr when stdout
+	// carries the JSON report.
+	console := &vmConsole{w: stdout}
+	if !out.text() {
+		console.w = stderr
+	}
+	res, err := vm.Run(ctx, vm.Config{Console: console}, self, inner, &files)
 	if err != nil {
-		return fail(exitCannotRun, fmt.Errorf("%w (the proxysim binary must be static: CGO_ENABLED=0 go build ./cmd/proxysim)", err))
+		return fail(exitCannotRun, fmt.Errorf("%w (the proxysim binary must be static: CGO_ENABLED=0 go install or go build)", err))
+	}
+	if console.report != nil {
+		// The VM's report, under the names the host gave.
+		dp := out.report.Dataplane
+		out.report = *console.report
+		out.report.Dataplane = dp
+		hostFiles(&out.report, &files)
+		if err := out.finish(stdout); err != nil {
+			return err
+		}
+	} else if res.ExitCode == exitPass || res.ExitCode == exitFail {
+		return fail(exitCannotRun, cmp.Or(console.err, errNoVMReport))
 	}
 	if res.ExitCode != 0 {
 		return fail(res.ExitCode, nil)
