@@ -156,8 +156,12 @@ of its budget.`,
 			}
 			out.report.Dataplane = dataplane
 			if dataplane == "vm" {
-				if _, err := ld.loadAll(files); err != nil {
+				list, err := ld.loadAll(files)
+				if err != nil {
 					return err
+				}
+				if len(out.keep(list, stderr)) == 0 {
+					return out.finish(stdout) // nothing for the VM to do: no boot
 				}
 				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, &out, stdout, stderr)
 			}
@@ -167,6 +171,9 @@ of its budget.`,
 			factory, list, err := ld.prepare(dataplane, files)
 			if err != nil {
 				return err
+			}
+			if list = out.keep(list, stderr); len(list) == 0 {
+				return out.finish(stdout)
 			}
 			if metricsFile != "" && len(list) != 1 {
 				return fail(exitInvalid, fmt.Errorf("--metrics needs exactly one scenario, got %d", len(list)))
@@ -343,6 +350,9 @@ func replayInVM(ctx context.Context, args []string, update, verbose, strict bool
 		return fail(exitCannotRun, err)
 	}
 	inner := []string{"replay", "--dataplane", "netns", "--vm-result"}
+	if len(out.modes) > 0 {
+		inner = append(inner, "--mode", strings.Join(out.modes, ","))
+	}
 	if verbose {
 		inner = append(inner, "-v")
 	}

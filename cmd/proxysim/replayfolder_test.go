@@ -186,3 +186,30 @@ func splitEvery(s string, n int) []string {
 	}
 	return append(out, s)
 }
+
+// --mode keeps the scenarios of the modes named (a CI stage per dataplane);
+// a stage left with none passes with an empty report, saying so.
+func TestReplayModeFilter(t *testing.T) {
+	dir := userFolder(t)
+	copyFile(t, "../../scenarios/library/churn-nftables.yaml", filepath.Join(dir, "n", "churn-nftables.yaml"))
+	code, out, errs := runCLI("replay", "--format", "json", "--mode", "nftables,iptables", dir)
+	var rep suite.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitPass || len(rep.Scenarios) != 1 || rep.Scenarios[0].Name != "churn-nftables" {
+		t.Fatalf("code %d, %v: %+v\n%s", code, err, rep, errs)
+	}
+	if !strings.Contains(errs, filepath.Join(dir, "a-cooldown.yaml")+": left out: mode ipvs") {
+		t.Errorf("stderr does not name what was left out:\n%s", errs)
+	}
+	junit := filepath.Join(t.TempDir(), "none.xml")
+	code, out, errs = runCLI("replay", "--mode", "iptables", "--junit", junit, dir)
+	if code != exitPass || out != "" || !strings.Contains(errs, "no scenario of mode iptables to replay") {
+		t.Errorf("no iptables scenario: code %d\n%s%s", code, out, errs)
+	}
+	if b, err := os.ReadFile(junit); err != nil || !strings.Contains(string(b), `tests="0"`) {
+		t.Errorf("empty JUnit: %v\n%s", err, b)
+	}
+	code, _, errs = runCLI("replay", "--mode", "ebpf", dir)
+	if code != exitInvalid || !strings.Contains(errs, "--mode ebpf: unknown mode") {
+		t.Errorf("--mode ebpf: code %d, %s", code, errs)
+	}
+}

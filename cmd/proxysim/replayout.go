@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,9 @@ type replayOutput struct {
 	// vmResult, set only on the replay proxysim runs inside the VM, prints
 	// the report as one marked line on the console for the host to read.
 	vmResult bool
-	report   suite.Report
+	// modes, when set, keeps only the scenarios of these proxy modes.
+	modes  []string
+	report suite.Report
 }
 
 // vmResultMarker starts the console line that carries a VM replay's report.
@@ -37,14 +40,39 @@ func (o *replayOutput) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.junit, "junit", "", "also write a JUnit XML report to FILE: a test case per scenario, a failure per expectation that did not hold (its message starts with file:line:column)")
 	cmd.Flags().BoolVar(&o.vmResult, "vm-result", false, "print the report as one marked line (for the replay inside the VM)")
 	_ = cmd.Flags().MarkHidden("vm-result")
+	cmd.Flags().StringSliceVar(&o.modes, "mode", nil, "replay only the scenarios of these proxy modes (comma-separated: "+strings.Join(scenarios.ModeNames(), ", ")+"); the others are named on stderr as left out")
 }
 
 func (o *replayOutput) check() error {
+	for _, m := range o.modes {
+		if _, ok := scenarios.LookupMode(m); !ok {
+			return fail(exitInvalid, fmt.Errorf("--mode %s: unknown mode (available: %s)", m, strings.Join(scenarios.ModeNames(), ", ")))
+		}
+	}
 	switch o.format {
 	case "text", "json":
 		return nil
 	}
 	return fail(exitInvalid, fmt.Errorf("--format %q: want text or json", o.format))
+}
+
+// keep filters list by --mode, naming on warn what it leaves out.
+func (o *replayOutput) keep(list []*scenarios.Scenario, warn io.Writer) []*scenarios.Scenario {
+	if len(o.modes) == 0 {
+		return list
+	}
+	var out []*scenarios.Scenario
+	for _, s := range list {
+		if slices.Contains(o.modes, s.Proxy.Mode) {
+			out = append(out, s)
+		} else {
+			fmt.Fprintf(warn, "%s: left out: mode %s (--mode %s)\n", s.File, s.Proxy.Mode, strings.Join(o.modes, ","))
+		}
+	}
+	if len(out) == 0 {
+		fmt.Fprintf(warn, "no scenario of mode %s to replay\n", strings.Join(o.modes, " or "))
+	}
+	return out
 }
 
 // text reports whether each scenario's text report goes to standard output.
