@@ -182,7 +182,13 @@ of its budget.`,
 				return fail(exitInvalid, fmt.Errorf("--metrics-at %v: after the end of %s (%v)", *metricsAt, list[0].Name, list[0].Length()))
 			}
 			code := exitPass
-			prog := newProgress(stderr, isTerminal, time.Now)
+			terminal := isTerminal
+			if out.vmResult {
+				// Inside the VM stderr is the serial console, a terminal
+				// whose redrawn lines would land in the host's log.
+				terminal = func(io.Writer) bool { return false }
+			}
+			prog := newProgress(stderr, terminal, time.Now)
 			for _, s := range list {
 				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})
 				opts.Progress = func(d time.Duration) {

@@ -61,6 +61,9 @@ func (o *replayOutput) keep(list []*scenarios.Scenario, warn io.Writer) []*scena
 	if len(o.modes) == 0 {
 		return list
 	}
+	if o.vmResult {
+		warn = io.Discard // the host named them already
+	}
 	var out []*scenarios.Scenario
 	for _, s := range list {
 		if slices.Contains(o.modes, s.Proxy.Mode) {
