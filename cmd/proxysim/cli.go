@@ -243,11 +243,15 @@ of its budget.`,
 	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
 
 	validate := &cobra.Command{
-		Use:   "validate FILE|NAME...",
-		Short: "Check scenarios without running them",
+		Use:   "validate FILE|FOLDER|NAME...",
+		Short: "Check scenarios without running them (a folder: the scenarios replay would find in it)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			list, err := ld.loadAll(args)
+			files, err := folderArgs(args, stderr)
+			if err != nil {
+				return err
+			}
+			list, err := ld.loadAll(files)
 			if err != nil {
 				return err
 			}

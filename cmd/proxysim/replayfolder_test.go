@@ -213,3 +213,11 @@ func TestReplayModeFilter(t *testing.T) {
 		t.Errorf("--mode ebpf: code %d, %s", code, errs)
 	}
 }
+
+// validate takes a folder as replay does: the same files, nothing run.
+func TestValidateFolder(t *testing.T) {
+	code, out, errs := runCLI("validate", "../../docs/ci/sample")
+	if code != exitPass || strings.Count(out, "\nok ") != 2 || !strings.HasPrefix(out, "ok sample-web-iptables") {
+		t.Errorf("code %d\n%s%s", code, out, errs)
+	}
+}
