@@ -156,7 +156,7 @@ CI_RECIPE_IPVS ?=
 ci-recipe:
 	rm -rf artifacts/ci-recipe
 	CGO_ENABLED=0 GOBIN=$(CURDIR)/bin/ci-recipe $(GO) install ./cmd/proxysim
-	PROXYSIM=$(CURDIR)/bin/ci-recipe/proxysim PROXYSIM_RESULTS=$(CURDIR)/artifacts/ci-recipe \
+	CGO_ENABLED=0 PROXYSIM=$(CURDIR)/bin/ci-recipe/proxysim PROXYSIM_RESULTS=$(CURDIR)/artifacts/ci-recipe \
 	PROXYSIM_IPTABLES_BACKENDS="nft legacy" PROXYSIM_GO_PACKAGES=./examples/naiveproxy \
 	PROXYSIM_SKIP_NETNS=$$([ "$$(id -u)" = 0 ] || echo 1) \
 	PROXYSIM_SKIP_IPVS=$$([ -n "$(CI_RECIPE_IPVS)" ] || echo 1) PROXYSIM_IPVS_DATAPLANE=$(or $(CI_RECIPE_IPVS),vm) \

@@ -163,7 +163,7 @@ of its budget.`,
 				if len(out.keep(list, stderr)) == 0 {
 					return out.finish(stdout) // nothing for the VM to do: no boot
 				}
-				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, &out, stdout, stderr)
+				return replayInVM(cmd.Context(), files, update, verbose, ld.strict, &out, stdout, stderr)
 			}
 			if metricsAt != nil && metricsFile == "" {
 				return fail(exitInvalid, fmt.Errorf("--metrics-at needs --metrics FILE"))
@@ -350,7 +350,8 @@ const traceTail = 256
 
 // replayInVM runs this very binary inside the VM as `replay --dataplane
 // netns`; bundled scenarios travel inside the binary, files with their whole
-// folder (for the manifests they name).
+// folder (for the manifests they name). Folders are expanded into their
+// scenario files before: only the folders holding scenarios are copied.
 func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, out *replayOutput, stdout, stderr io.Writer) error {
 	if update {
 		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
@@ -371,18 +372,8 @@ func replayInVM(ctx context.Context, args []string, update, verbose, strict bool
 	}
 	var files vm.Files
 	for _, a := range args {
-		fi, err := os.Stat(a)
-		switch {
-		case err != nil:
+		if _, err := os.Stat(a); err != nil {
 			inner = append(inner, a) // a bundled scenario
-			continue
-		case fi.IsDir():
-			// The folder goes in whole; the replay inside searches it.
-			dir, err := files.AddFolder(a)
-			if err != nil {
-				return fail(exitCannotRun, err)
-			}
-			inner = append(inner, dir)
 			continue
 		}
 		dir, err := files.AddFolder(filepath.Dir(a))
