@@ -14,10 +14,6 @@ import (
 // doctorProbes is how `doctor` looks at the host; tests replace it.
 var doctorProbes = doctor.Host
 
-// doctorHint ends every "not installed" error: the command that says what
-// is missing and how to install it, which a `go install` user has.
-const doctorHint = "run `proxysim doctor` to see what this machine lacks and how to install it"
-
 func newDoctor(stdout io.Writer) *cobra.Command {
 	var require []string
 	var format string
