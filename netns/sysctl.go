@@ -60,4 +60,4 @@ func (n *Namespace) HasIPVS() bool {
 }
 
 // ErrNoIPVS says the kernel has no IPVS.
-var ErrNoIPVS = fmt.Errorf("this kernel has no IPVS (no /proc/net/ip_vs): run the privileged suite in the VM (make e2e-vm), or load ip_vs")
+var ErrNoIPVS = fmt.Errorf("this kernel has no IPVS (no /proc/net/ip_vs): load ip_vs, or replay in the VM (--dataplane vm); %s", DoctorHint)
