@@ -70,7 +70,16 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 				Skip("passes on the fake; kernel half skipped (" + why + "): " + howToRun)
 			}
 			kernel, err := kernelReplay(name, s)
-			Expect(err).NotTo(HaveOccurred())
+			if err != nil {
+				// A step that needs what an earlier step failed to make (a
+				// connection whose connect timed out on a loaded host, seen
+				// once on 5.10 beside five other builds) ends the replay
+				// with an error rather than a failure: replayed once more,
+				// like a disagreement.
+				report("kernel %s: the first replay ended in an error, replaying once more: %v", name, err)
+				kernel, err = scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+				Expect(err).NotTo(HaveOccurred())
+			}
 			GinkgoWriter.Printf("%s on %s: %v of real time\n", name, kernel.Env, kernel.Wall)
 			if outcome(kernel) != outcome(fake) {
 				// A kernel under QEMU's software emulation, on a host busy
