@@ -145,3 +145,9 @@ upstream-bubble:
 BUBBLE_RUNS ?= 5
 
 ci: vet test race fuzz upstream
+
+## docs: regenerate the generated docs (docs/reference/cli.md from the CLI's
+## commands); `go test ./docs` then checks every page's links and commands
+.PHONY: docs
+docs:
+	$(GO) test ./cmd/proxysim -run '^TestCLIReferenceIsCurrent$$' -count=1 -update-docs
