@@ -9,6 +9,7 @@
 // fenced block (blank lines allowed between):
 //
 //	<!-- docs-test: skip: REASON -->   a command block the test cannot run (needs root, a cluster, ...)
+//	<!-- docs-test: requires root iptables -->  run only as root with these commands on the PATH; else skipped, saying why
 //	<!-- docs-test: fragment -->       a YAML block that is part of a scenario, not a whole one
 //	<!-- docs-test: dir PATH -->       load a YAML scenario as if it lived in PATH (for the files it names)
 //	<!-- docs-test: file PATH -->      the YAML block is the repository's file PATH, byte for byte, and it loads
@@ -16,6 +17,7 @@
 // A command line may end with "# exit N" when the command is meant to exit
 // N. A fenced block whose info string is "output", right after a command
 // block, is the output the block's commands print (stdout and stderr, in
-// order); a line "..." in it stands for any number of lines, and the
+// order); a line "..." in it stands for any number of lines, "..." inside a
+// line for any text, and the
 // wall-clock time of a replay ("virtual in 4ms") is not compared.
 package docs
