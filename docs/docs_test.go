@@ -354,6 +354,7 @@ func TestCommandBlocks(t *testing.T) {
 	start := time.Now()
 	all := pages(t)
 	bin := buildProxysim(t)
+	t.Logf("built proxysim in %v", time.Since(start).Round(time.Millisecond))
 	ran, skipped := 0, 0
 	for _, name := range sortedKeys(all) {
 		p := all[name]
