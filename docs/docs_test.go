@@ -580,12 +580,8 @@ func buildProxysim(t *testing.T) string {
 // as it does from the repository's root.
 func copyRepository(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
-	if err != nil {
-		t.Fatalf("listing the repository's files with git: %v", err)
-	}
 	dst := t.TempDir()
-	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+	for _, f := range repositoryFiles(t) {
 		src := filepath.Join(root, f)
 		fi, err := os.Lstat(src)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -616,6 +612,35 @@ func copyRepository(t *testing.T) string {
 		}
 	}
 	return dst
+}
+
+// repositoryFiles lists the files git knows (tracked, and new ones not
+// ignored); without git (a tarball), every file but hidden folders and
+// build output.
+func repositoryFiles(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err == nil {
+		return strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	}
+	var files []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() && rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "bin" || rel == "artifacts") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
 
 func copyFile(src, dst string, perm fs.FileMode) error {
