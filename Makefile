@@ -161,3 +161,9 @@ ci-recipe:
 	PROXYSIM_SKIP_NETNS=$$([ "$$(id -u)" = 0 ] || echo 1) \
 	PROXYSIM_SKIP_IPVS=$$([ -n "$(CI_RECIPE_IPVS)" ] || echo 1) PROXYSIM_IPVS_DATAPLANE=$(or $(CI_RECIPE_IPVS),vm) \
 	bash docs/ci/proxysim-ci.sh docs/ci/sample
+
+## docs: regenerate the generated docs (docs/reference/cli.md from the CLI's
+## commands); `go test ./docs` then checks every page's links and commands
+.PHONY: docs
+docs:
+	$(GO) test ./cmd/proxysim -run '^TestCLIReferenceIsCurrent$$' -count=1 -update-docs

@@ -104,6 +104,8 @@ says why) or an output could not be written.`,
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "PATH=V1,V2,...: a field of the scenario document (dotted, such as proxy.minSyncPeriod) and the values to sweep it over; repeat for a cross product")
 	cmd.Flags().StringVar(&shardArg, "shard", "", "I/N: run only the points whose index is I modulo N; /N (or $JOB_COMPLETION_INDEX/N, unexpanded) reads I from JOB_COMPLETION_INDEX")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "points replayed at once")
+	// The default depends on the machine; the generated CLI reference says so.
+	_ = cmd.Flags().SetAnnotation("workers", docsDefault, []string{"GOMAXPROCS"})
 	cmd.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a point's replay (its row says so; exit 3) after this many trace events and clock steps")
 	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a point's replay when the process's live heap (shared by the points replaying at once) passes this many MiB")
 	out.flags(cmd)

@@ -311,7 +311,7 @@ func TestIndexedJobExampleIsAJobThatRunsTheSweep(t *testing.T) {
 }
 
 // TestSweepExamplePlotIsCurrent checks that docs/sweep-example.svg, the
-// README's plot, is what the Makefile's SWEEP_EXAMPLE sweep draws today.
+// plot in docs/how-to/sweep.md, is what the Makefile's SWEEP_EXAMPLE sweep draws today.
 func TestSweepExamplePlotIsCurrent(t *testing.T) {
 	mk := readFile(t, "../../Makefile")
 	var args []string

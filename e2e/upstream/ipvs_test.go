@@ -9,8 +9,7 @@ package upstream
 // (virtual servers with their flags, scheduler, timeout and netmask; real
 // servers with their weights and forwarding method), the same kube-ipvs0
 // (state and addresses) and, once per sequence, the same sysctls and IPVS
-// timeouts. Normalisations: see "kube-proxy's IPVS proxier side by side"
-// in README.md.
+// timeouts. Normalisations: see docs/explanation/mode-ipvs.md.
 //
 // Upstream's iptables and ipset side stays on its exported fakes, and its
 // conntrack cleaner and health-check server are swapped for upstream's
