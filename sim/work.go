@@ -241,7 +241,7 @@ func (w *NFTablesWork) ElementsAdded() int { return w.Ops[NFTAdd][NFTElement] }
 func (w *NFTablesWork) ElementsDeleted() int { return w.Ops[NFTDelete][NFTElement] }
 
 func (w *NFTablesWork) String() string {
-	return fmt.Sprintf("%d transactions, %d ops (%s); elements +%d -%d; chains rewritten %d, stale flushed %d, stale deleted %d; listed %d (%d objects), elements listed %d (%d)",
+	return fmt.Sprintf("transactions %d, ops %d (%s); elements +%d -%d; chains rewritten %d, stale flushed %d, stale deleted %d; table listed %d (%d objects), elements listed %d (%d)",
 		w.Transactions, w.Ops.Total(), &w.Ops, w.ElementsAdded(), w.ElementsDeleted(),
 		w.ChainsRewritten, w.StaleChainsFlushed, w.StaleChainsDeleted, w.Listings, w.ObjectsListed, w.ElementListings, w.ElementsListed)
 }
