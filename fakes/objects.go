@@ -1,7 +1,9 @@
 // Package fakes holds in-memory stand-ins for the cluster and the kernel:
 // object builders for tests and benchmarks, and a kernel-faithful IPVS with
 // a connection table on an injected clock, sysctls and a dummy device,
-// implementing the sim/ipvs interfaces. They test the engine in sim/ and are
+// implementing the sim/ipvs interfaces; and counters of what reaches the
+// iptables, nftables and IPVS fakes, which tests hold each sync's reported
+// work to (sim.SyncWork). They test the engine in sim/ and are
 // the IPVS mode's fake dataplane (scenarios/ipvsmode); sim must never need
 // them.
 package fakes
