@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/proxy"
 )
 
@@ -131,4 +132,9 @@ type Dataplane struct {
 	Addresses     AddressBinder
 	Sysctl        Sysctl
 	KernelVersion string
+	// IPSets and IPTables, when both are set, get the ipsets and iptables
+	// rules kube-proxy's IPVS proxier writes next to IPVS; without them
+	// the proxier programs IPVS and kube-ipvs0 only.
+	IPSets   IPSetHandle
+	IPTables iptables.Dataplane
 }
