@@ -155,6 +155,9 @@ type Branch struct {
 	Path    Path
 	W       *big.Rat
 	Verdict string
+	// Masquerade: the branch was accepted by MASQUERADE (its source is
+	// rewritten on the way out).
+	Masquerade bool
 }
 
 // SetMatcher answers `-m set --match-set NAME FLAGS` for a packet from src
@@ -252,8 +255,10 @@ func (t *Walker) chain(table, name string, st Path, w *big.Rat, depth int) ([]Br
 				next = append(next, Branch{Path: st, W: taken})
 			case "RETURN":
 				done = append(done, Branch{Path: st, W: taken})
-			case "ACCEPT", "MASQUERADE":
+			case "ACCEPT":
 				done = append(done, Branch{Path: st, W: taken, Verdict: VerdictAccept})
+			case "MASQUERADE":
+				done = append(done, Branch{Path: st, W: taken, Verdict: VerdictAccept, Masquerade: true})
 			case "DROP", "REJECT":
 				done = append(done, Branch{Path: st, W: taken, Verdict: r.Target})
 			case "DNAT":
