@@ -1,12 +1,16 @@
 package ipvsmode
 
 import (
+	"fmt"
+	"time"
+
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/route"
 )
 
 // Dataplane is one replay's IPVS: the proxier's configuration, the dataplane
@@ -47,6 +51,8 @@ func newDataplane(name string, set *Settings, failSync bool, dp ipvs.Dataplane, 
 			Timeouts:         ipvs.Timeouts{TCP: set.IPVSTimeouts.TCP.D(), TCPFin: set.IPVSTimeouts.TCPFin.D(), UDP: set.IPVSTimeouts.UDP.D()},
 			NodeIPs:          set.NodeIPs,
 			SyncFailsOnError: failSync,
+			ClusterCIDR:      set.ClusterCIDR,
+			MasqueradeAll:    set.MasqueradeAll,
 		},
 		raw: dp, faulty: ipvs.WithFaults(dp, faults), faults: faults,
 		traffic: traffic, conns: map[string]ipvs.ConnectResult{}, close: close,
@@ -96,4 +102,20 @@ func dataplaneOf(r *scenarios.Run) *Dataplane {
 		return d.Dataplane
 	}
 	return nil
+}
+
+// Route traces a new connection through the node's packet path as it is
+// now (ipvs.PathView.Route): the ipsets and iptables rules, and the IPVS
+// table with the persistence templates of earlier connect steps. The
+// dataplane needs proxy.packetPath.
+func (d *Dataplane) Route(pkt route.Packet, again *time.Duration) (route.Shares, error) {
+	if again != nil {
+		return nil, fmt.Errorf("the IPVS tracer follows one connection only")
+	}
+	v, err := ipvs.ReadPath(d.raw, d.cfg.NodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	sh, _, err := v.Route(pkt)
+	return sh, err
 }

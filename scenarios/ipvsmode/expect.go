@@ -6,9 +6,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/route"
 )
 
 // tableExpect is the IPVS golden: the table as `ipvsadm -Ln` shows it,
@@ -182,3 +185,15 @@ func (e *connectionsExpect) Check(r *scenarios.Run) {
 		}
 	}
 }
+
+// routeExpectation is the `route` expectation (scenarios/routeexpect, the
+// same YAML in every mode with a tracer) over the IPVS mode's tracer:
+// shares per connection are exact (rr 1/n, wrr weight/sum, sh one server
+// per client).
+var routeExpectation = routeexpect.New(func(r *scenarios.Run, pkt route.Packet, again *time.Duration) (route.Shares, error) {
+	d := dataplaneOf(r)
+	if d == nil {
+		return nil, fmt.Errorf("the %s dataplane has no tracer", r.Dataplane().Name())
+	}
+	return d.Route(pkt, again)
+}, nil, false)

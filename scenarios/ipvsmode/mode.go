@@ -62,6 +62,7 @@ func (Mode) Expectations() []func() scenarios.Expectation {
 		func() scenarios.Expectation { return &addressesExpect{} },
 		func() scenarios.Expectation { return &drainingExpect{} },
 		func() scenarios.Expectation { return &connectionsExpect{} },
+		routeExpectation,
 	}, plugins.expectations...)
 }
 
@@ -80,6 +81,9 @@ func (Mode) Fake(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Datap
 		return nil, err
 	}
 	dp, h, sys, _ := fakes.Dataplane(set.Kernel, clk)
+	if set.PacketPath {
+		dp.IPSets, dp.IPTables = fakes.NewIPSets(), fakes.NewIPTables()
+	}
 	d := newDataplane("fake", set, s.Proxy.SyncFailsOnError, dp, h, func() error { return nil })
 	// The fake's ARP: with arp_ignore 0 a host answers for any of its
 	// addresses on any interface, kube-ipvs0's included; with 1 only for
@@ -123,7 +127,14 @@ type Settings struct {
 	// Sysctls are the node's own settings, written once after the
 	// proxier's startup writes, as an operator's sysctl -w would be.
 	Sysctls map[string]int `yaml:"sysctls"`
-	Src     scenarios.Src
+	// PacketPath has the proxier write the ipsets and iptables rules
+	// kube-proxy's IPVS proxier writes next to IPVS, so that `route`
+	// expectations can trace a packet; ClusterCIDR and MasqueradeAll
+	// shape those rules as in the iptables mode.
+	PacketPath    bool   `yaml:"packetPath"`
+	ClusterCIDR   string `yaml:"clusterCIDR"`
+	MasqueradeAll bool   `yaml:"masqueradeAll"`
+	Src           scenarios.Src
 }
 
 // Timeouts are ipvsadm --set's timeouts; zero leaves the kernel's.
@@ -152,6 +163,11 @@ func (p *Settings) Validate(v *scenarios.Validator) {
 		v.Errorf(p.Src.At("kernel"), "%v", err)
 	}
 	validateSysctls(v, p.Src.At("sysctls"), p.Sysctls)
+	if p.ClusterCIDR != "" {
+		if ip, _, err := net.ParseCIDR(p.ClusterCIDR); err != nil || ip.To4() == nil {
+			v.Errorf(p.Src.At("clusterCIDR"), "%q is not an IPv4 CIDR", p.ClusterCIDR)
+		}
+	}
 	if p.Scheduler == "" {
 		p.Scheduler = ipvs.DefaultScheduler
 	} else if !Schedulers[p.Scheduler] {

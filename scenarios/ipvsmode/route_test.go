@@ -1,0 +1,92 @@
+package ipvsmode_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
+)
+
+func replayFile(t *testing.T, file string) *scenarios.Result {
+	t.Helper()
+	s, err := scenarios.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := scenarios.Replay(s, scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// The library's IPVS packet-path scenarios pass with their routes.
+func TestIPVSRouteScenariosPass(t *testing.T) {
+	var files []string
+	all, _ := filepath.Glob("../library/ipvs-*.yaml")
+	for _, f := range all {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), "packetPath: true") {
+			files = append(files, f)
+		}
+	}
+	if len(files) < 4 {
+		t.Fatalf("only %d IPVS route scenarios", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			res := replayFile(t, f)
+			if !res.Passed() || res.Checks == 0 {
+				var b strings.Builder
+				scenarios.Report(&b, res, true)
+				t.Fatalf("want a pass with checks:\n%s", b.String())
+			}
+		})
+	}
+}
+
+var wantFail = regexp.MustCompile(`(?m)^# want-fail: (\d+) (\S+) at (\S+)$`)
+
+// Their failing twins fail exactly at their "# want-fail: LINE WHAT at
+// INSTANT" lines: routes another mode gives, or a broken feature would.
+func TestIPVSFailingRoutesFailWhereDeclared(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/ipvs/failing/*.yaml")
+	if len(files) < 2 {
+		t.Fatalf("only %d failing IPVS scenarios", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want, got []string
+			for _, m := range wantFail.FindAllStringSubmatch(string(src), -1) {
+				want = append(want, fmt.Sprintf("%s %s at %s", m[1], m[2], m[3]))
+			}
+			res := replayFile(t, f)
+			for _, fl := range res.Failures {
+				got = append(got, fmt.Sprintf("%d %s at %v", fl.Pos.Line, fl.What, fl.At))
+			}
+			sort.Strings(want)
+			sort.Strings(got)
+			if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+				var b strings.Builder
+				scenarios.Report(&b, res, false)
+				t.Fatalf("failures differ\n got: %v\nwant: %v\n%s", got, want, b.String())
+			}
+		})
+	}
+}
+
+// clusterCIDR must be an IPv4 CIDR.
+func TestPacketPathSettingsAreChecked(t *testing.T) {
+	_, err := parse(t, "name: x\nproxy: {version: v1.36.0, packetPath: true, clusterCIDR: nope}\ntimeline: [{at: 0s, note: n}]\n")
+	if err == nil || !strings.Contains(err.Error(), `"nope" is not an IPv4 CIDR`) {
+		t.Fatalf("got %v", err)
+	}
+}
