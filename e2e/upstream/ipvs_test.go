@@ -23,6 +23,7 @@ package upstream
 // as a static binary inside the QEMU VM.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -48,10 +49,12 @@ import (
 	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -198,6 +201,12 @@ type ipvsPair struct {
 	cfg      ipvsConfig
 	kSide    *ipvsSide
 	oSide    *ipvsSide
+	// The ipsets and iptables each side writes besides IPVS: upstream's
+	// fakes and proxysim's, kept across restarts as a node keeps them.
+	kIPT  *kubeIPT
+	kSets *ipsettest.FakeIPSet
+	oIPT  *ourIPT
+	oSets *fakes.IPSets
 	k        *kipvs.Proxier
 	kHandle  utilipvs.Interface
 	kSynced  bool
@@ -210,6 +219,13 @@ type ipvsPair struct {
 
 func newIPVSPair(cfg ipvsConfig) (*ipvsPair, error) {
 	p := &ipvsPair{cfg: cfg}
+	kf := iptablestest.NewFake()
+	if cfg.family == v1.IPv6Protocol {
+		kf = iptablestest.NewIPv6Fake()
+	}
+	p.kIPT = &kubeIPT{FakeIPTables: kf.SetHasRandomFully(true)}
+	p.kSets = ipsettest.NewFake("v7.1")
+	p.oIPT, p.oSets = &ourIPT{IPTables: fakes.NewIPTables()}, fakes.NewIPSets()
 	var err error
 	t0 := time.Now()
 	if p.kSide, err = newIPVSSide("upstream-ipvs", cfg); err != nil {
@@ -244,15 +260,11 @@ func (p *ipvsPair) startKube() error {
 		if h == nil || reflect.ValueOf(h).IsNil() {
 			return errors.New("utilipvs.New failed")
 		}
-		fake := iptablestest.NewFake()
-		if cfg.family == v1.IPv6Protocol {
-			fake = iptablestest.NewIPv6Fake()
-		}
 		var nodeIP net.IP
 		if a := cfg.familyAddrs(); len(a) > 0 {
 			nodeIP = net.ParseIP(a[0])
 		}
-		k, err := kipvs.NewProxier(context.Background(), cfg.family, fake, h, ipsettest.NewFake("v7.1"), utilsysctl.New(),
+		k, err := kipvs.NewProxier(context.Background(), cfg.family, p.kIPT, h, p.kSets, utilsysctl.New(),
 			30*time.Second, 0, nil, cfg.strictARP, cfg.timeouts.TCP, cfg.timeouts.TCPFin, cfg.timeouts.UDP,
 			false, 14, proxyutil.NewNoOpLocalDetector(), nodeName, nodeIP, nil, nil, cfg.scheduler, nil, false)
 		if err != nil {
@@ -275,6 +287,7 @@ func (p *ipvsPair) startOurs() error {
 	if err != nil {
 		return err
 	}
+	dp.IPSets, dp.IPTables = p.oSets, p.oIPT
 	if p.oIPVS != nil {
 		p.oIPVS.Close()
 	}
@@ -449,7 +462,99 @@ func (p *ipvsPair) compare() (ipvsStats, error) {
 	if kt != ot {
 		return kst, fmt.Errorf("kernels differ:\n%s", nftLineDiff(kt, ot))
 	}
-	return kst, nil
+	return kst, p.compareRules()
+}
+
+// compareRules compares the ipsets (every set's type, family and
+// members) and the iptables rules (the last restore payloads and the
+// tables after it, normalised as the iptables comparison's, and the rules
+// of KUBE-IPVS-OUT-FILTER sorted: kube-proxy writes one per load-balancer
+// IP in the order of a Go map).
+func (p *ipvsPair) compareRules() error {
+	var k []string
+	for name, set := range p.kSets.Sets {
+		k = append(k, setLine(name, string(set.SetType), set.HashFamily))
+		for e := range p.kSets.Entries[name] {
+			k = append(k, "add "+name+" "+e)
+		}
+	}
+	ours, err := ipvs.ReadIPSets(p.oSets)
+	if err != nil {
+		return err
+	}
+	var o []string
+	for name, c := range ours {
+		o = append(o, setLine(name, string(c.Set.Type), c.Set.Family))
+		for _, e := range c.Entries {
+			o = append(o, "add "+name+" "+e)
+		}
+	}
+	sort.Strings(k)
+	sort.Strings(o)
+	if ks, os := strings.Join(k, "\n")+"\n", strings.Join(o, "\n")+"\n"; ks != os {
+		return fmt.Errorf("ipsets differ:\n%s", nftLineDiff(ks, os))
+	}
+	kp, err := ipvsCanonical(p.kIPT.last)
+	if err != nil {
+		return fmt.Errorf("upstream payload: %v\n%s", err, p.kIPT.last)
+	}
+	op, err := ipvsCanonical(p.oIPT.last)
+	if err != nil {
+		return fmt.Errorf("proxysim payload: %v\n%s", err, p.oIPT.last)
+	}
+	if kp != op {
+		return fmt.Errorf("restore payloads differ:\n%s", lineDiff(kp, op))
+	}
+	var buf strings.Builder
+	for _, t := range []utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
+		var b bytes.Buffer
+		if err := p.kIPT.SaveInto(t, &b); err != nil {
+			return err
+		}
+		buf.Write(b.Bytes())
+	}
+	ks, err := ipvsCanonical(buf.String())
+	if err != nil {
+		return fmt.Errorf("upstream save: %v", err)
+	}
+	os, err := ipvsCanonical(p.oIPT.SaveAll())
+	if err != nil {
+		return fmt.Errorf("proxysim save: %v", err)
+	}
+	if ks != os {
+		return fmt.Errorf("iptables-save differs:\n%s", lineDiff(ks, os))
+	}
+	return nil
+}
+
+// setLine names a set by its type, and by its family unless it is a
+// bitmap (which has none).
+func setLine(name, typ, family string) string {
+	if typ == string(ipvs.BitmapPort) {
+		return "create " + name + " " + typ
+	}
+	return "create " + name + " " + typ + " family " + family
+}
+
+// ipvsCanonical is canonical() with the KUBE-IPVS-OUT-FILTER rules sorted.
+func ipvsCanonical(text string) (string, error) {
+	c, err := canonical(text)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(c, "\n")
+	start := -1
+	for i := 0; i <= len(lines); i++ {
+		in := i < len(lines) && strings.HasPrefix(lines[i], "-A "+ipvs.ChainIPVSOutFilter+" ")
+		switch {
+		case in && start < 0:
+			start = i
+		case !in && start >= 0:
+			sort.Strings(lines[start:i])
+			start = -1
+		}
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // ipvsState renders what a namespace's kernel holds: every virtual
