@@ -198,15 +198,15 @@ func (s *ipvsSide) close() {
 
 // ipvsPair is both proxiers, fed identically.
 type ipvsPair struct {
-	cfg      ipvsConfig
-	kSide    *ipvsSide
-	oSide    *ipvsSide
+	cfg   ipvsConfig
+	kSide *ipvsSide
+	oSide *ipvsSide
 	// The ipsets and iptables each side writes besides IPVS: upstream's
 	// fakes and proxysim's, kept across restarts as a node keeps them.
-	kIPT  *kubeIPT
-	kSets *ipsettest.FakeIPSet
-	oIPT  *ourIPT
-	oSets *fakes.IPSets
+	kIPT     *kubeIPT
+	kSets    *ipsettest.FakeIPSet
+	oIPT     *ourIPT
+	oSets    *fakes.IPSets
 	k        *kipvs.Proxier
 	kHandle  utilipvs.Interface
 	kSynced  bool
