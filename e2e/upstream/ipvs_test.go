@@ -471,14 +471,18 @@ func (p *ipvsPair) compare() (ipvsStats, error) {
 // of KUBE-IPVS-OUT-FILTER sorted: kube-proxy writes one per load-balancer
 // IP in the order of a Go map).
 func (p *ipvsPair) compareRules() error {
+	return compareIPVSRules(p.kIPT, p.kSets, p.oIPT, p.oSets)
+}
+
+func compareIPVSRules(kIPT *kubeIPT, kSets *ipsettest.FakeIPSet, oIPT *ourIPT, oSets *fakes.IPSets) error {
 	var k []string
-	for name, set := range p.kSets.Sets {
+	for name, set := range kSets.Sets {
 		k = append(k, setLine(name, string(set.SetType), set.HashFamily))
-		for e := range p.kSets.Entries[name] {
+		for e := range kSets.Entries[name] {
 			k = append(k, "add "+name+" "+e)
 		}
 	}
-	ours, err := ipvs.ReadIPSets(p.oSets)
+	ours, err := ipvs.ReadIPSets(oSets)
 	if err != nil {
 		return err
 	}
@@ -494,13 +498,13 @@ func (p *ipvsPair) compareRules() error {
 	if ks, os := strings.Join(k, "\n")+"\n", strings.Join(o, "\n")+"\n"; ks != os {
 		return fmt.Errorf("ipsets differ:\n%s", nftLineDiff(ks, os))
 	}
-	kp, err := ipvsCanonical(p.kIPT.last)
+	kp, err := ipvsCanonical(kIPT.last)
 	if err != nil {
-		return fmt.Errorf("upstream payload: %v\n%s", err, p.kIPT.last)
+		return fmt.Errorf("upstream payload: %v\n%s", err, kIPT.last)
 	}
-	op, err := ipvsCanonical(p.oIPT.last)
+	op, err := ipvsCanonical(oIPT.last)
 	if err != nil {
-		return fmt.Errorf("proxysim payload: %v\n%s", err, p.oIPT.last)
+		return fmt.Errorf("proxysim payload: %v\n%s", err, oIPT.last)
 	}
 	if kp != op {
 		return fmt.Errorf("restore payloads differ:\n%s", lineDiff(kp, op))
@@ -508,7 +512,7 @@ func (p *ipvsPair) compareRules() error {
 	var buf strings.Builder
 	for _, t := range []utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
 		var b bytes.Buffer
-		if err := p.kIPT.SaveInto(t, &b); err != nil {
+		if err := kIPT.SaveInto(t, &b); err != nil {
 			return err
 		}
 		buf.Write(b.Bytes())
@@ -517,7 +521,7 @@ func (p *ipvsPair) compareRules() error {
 	if err != nil {
 		return fmt.Errorf("upstream save: %v", err)
 	}
-	os, err := ipvsCanonical(p.oIPT.SaveAll())
+	os, err := ipvsCanonical(oIPT.SaveAll())
 	if err != nil {
 		return fmt.Errorf("proxysim save: %v", err)
 	}
