@@ -8,9 +8,10 @@ package upstream
 // points; after every sync the two namespaces must hold the same IPVS table
 // (virtual servers with their flags, scheduler, timeout and netmask; real
 // servers with their weights and forwarding method), the same kube-ipvs0
-// (state and addresses) and, once per sequence, the same sysctls and IPVS
-// timeouts. Normalisations: see "kube-proxy's IPVS proxier side by side"
-// in README.md.
+// (state and addresses), the same ipsets and iptables rules (upstream's
+// exported fakes against proxysim's, compareIPVSRules) and, once per
+// sequence, the same sysctls and IPVS timeouts. Normalisations: see
+// "kube-proxy's IPVS proxier side by side" in README.md.
 //
 // Upstream's iptables and ipset side stays on its exported fakes, and its
 // conntrack cleaner and health-check server are swapped for upstream's
@@ -859,7 +860,7 @@ func TestIPVSMatchesKubeProxy(t *testing.T) {
 			t.Fatalf("seed %d: %v\n(replay: make upstream-ipvs-vm IPVS_SEQUENCES=1 SEED=%d)", seed, err, seed)
 		}
 	}
-	t.Logf("%d random sequences of %d changes, %d syncs, %d restarts in %v: kube-proxy's IPVS proxier and proxysim's left identical kernels after every sync",
+	t.Logf("%d random sequences of %d changes, %d syncs, %d restarts in %v: kube-proxy's IPVS proxier and proxysim's left identical kernels, ipsets and iptables rules after every sync",
 		*ipvsSequences, *steps, tot.syncs, tot.restarts, time.Since(start).Round(time.Millisecond))
 	t.Logf("compared %d virtual servers (%d persistent, at most %d in one table, %d non-empty tables), %d real servers, %d kube-ipvs0 addresses",
 		tot.virtualServers, tot.sticky, tot.maxVS, tot.nonEmpty, tot.realServers, tot.addresses)

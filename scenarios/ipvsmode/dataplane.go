@@ -112,10 +112,16 @@ func (d *Dataplane) Route(pkt route.Packet, again *time.Duration) (route.Shares,
 	if again != nil {
 		return nil, fmt.Errorf("the IPVS tracer follows one connection only")
 	}
+	sh, _, err := d.RouteMasquerade(pkt)
+	return sh, err
+}
+
+// RouteMasquerade is Route with, for each outcome, the part of its share
+// that leaves the node masqueraded.
+func (d *Dataplane) RouteMasquerade(pkt route.Packet) (route.Shares, route.Shares, error) {
 	v, err := ipvs.ReadPath(d.raw, d.cfg.NodeIPs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	sh, _, err := v.Route(pkt)
-	return sh, err
+	return v.Route(pkt)
 }

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/routeexpect"
@@ -189,11 +188,11 @@ func (e *connectionsExpect) Check(r *scenarios.Run) {
 // routeExpectation is the `route` expectation (scenarios/routeexpect, the
 // same YAML in every mode with a tracer) over the IPVS mode's tracer:
 // shares per connection are exact (rr 1/n, wrr weight/sum, sh one server
-// per client).
-var routeExpectation = routeexpect.New(func(r *scenarios.Run, pkt route.Packet, again *time.Duration) (route.Shares, error) {
+// per client), and it tells which leave masqueraded (`masqueraded`).
+var routeExpectation = routeexpect.NewWithMasquerade(func(r *scenarios.Run, pkt route.Packet) (route.Shares, route.Shares, error) {
 	d := dataplaneOf(r)
 	if d == nil {
-		return nil, fmt.Errorf("the %s dataplane has no tracer", r.Dataplane().Name())
+		return nil, nil, fmt.Errorf("the %s dataplane has no tracer", r.Dataplane().Name())
 	}
-	return d.Route(pkt, again)
-}, nil, false)
+	return d.RouteMasquerade(pkt)
+}, nil)

@@ -90,3 +90,19 @@ func TestPacketPathSettingsAreChecked(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// masqueraded names outcomes of the shares, each at most its share, and
+// needs a tracer that tells masquerade; again is refused.
+func TestRouteMasqueradedIsChecked(t *testing.T) {
+	head := "name: x\nproxy: {version: v1.36.0, packetPath: true}\ntimeline:\n- at: 1s\n  expect:\n    route: "
+	for _, tc := range []struct{ route, want string }{
+		{"{from: 10.0.0.1, to: 10.96.0.10:80, shares: {10.244.1.2:80: 1}, masqueraded: {10.244.1.3:80: 1}}", `"10.244.1.3:80" is not one of the shares' outcomes`},
+		{"{from: 10.0.0.1, to: 10.96.0.10:80, shares: {10.244.1.2:80: 1/2, REJECT: 1/2}, masqueraded: {10.244.1.2:80: 1}}", "want a share in (0, 1/2]"},
+		{"{from: 10.0.0.1, to: 10.96.0.10:80, again: 1s, shares: {\"A:1 -> A:1\": 1}}", "one connection only"},
+	} {
+		_, err := parse(t, head+tc.route+"\n")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.route, err, tc.want)
+		}
+	}
+}
