@@ -171,16 +171,10 @@ func (r ruleSets) add(set string, typ IPSetType, e IPSetEntry) {
 func (p *Proxier) desiredSets(s *proxy.SyncState) ruleSets {
 	out := ruleSets{entries: map[string]map[string]bool{}}
 	nodeIP := p.primaryNodeIP()
-	names := make([]proxy.ServicePortName, 0, len(s.Services))
-	for n := range s.Services {
-		names = append(names, n)
-	}
-	slices.SortFunc(names, func(a, b proxy.ServicePortName) int {
-		return strings.Compare(a.String()+string(a.Protocol), b.String()+string(b.Protocol))
-	})
 	bound := map[string]bool{}
-	for _, n := range names {
-		sp := s.Services[n]
+	// Members go to sets, so the service ports' order does not matter;
+	// the rules of noNodeAccess are sorted below.
+	for n, sp := range s.Services {
 		proto := strings.ToLower(string(sp.Protocol))
 		for _, e := range s.Endpoints[n] {
 			if e.IsLocal && e.IP != "" && e.Port != 0 {
@@ -262,6 +256,10 @@ func (p *Proxier) desiredSets(s *proxy.SyncState) ruleSets {
 	for a := range bound {
 		out.add(SetIPVSIPs, HashIP, IPSetEntry{IP: a})
 	}
+	slices.SortFunc(out.noNodeAccess, func(a, b IPSetEntry) int {
+		return strings.Compare(a.String(HashIPPort), b.String(HashIPPort))
+	})
+	out.noNodeAccess = slices.CompactFunc(out.noNodeAccess, func(a, b IPSetEntry) bool { return a == b })
 	return out
 }
 
