@@ -1,7 +1,8 @@
 // Package ipvsmode is the IPVS proxy mode of the scenario format: its proxy
 // settings (scheduler, strictARP, ipvsTimeouts, kernel, nodeIPs), its golden
 // (`ipvs:` / `ipvsFile:`, an `ipvsadm -Ln` table), its expectations
-// (sysctls, addresses, draining, connections), its steps (connect, close,
+// (sysctls, addresses, draining, connections, and route over the packet
+// path's tracer with packetPath), its steps (connect, close,
 // fault.dataplaneOps) and its dataplanes: the in-memory fake, and OnKernel
 // for a real one. Importing it registers the mode, as the default.
 //

@@ -1,6 +1,9 @@
 // Package ipvs is proxysim's IPVS proxier: it turns the applied service and
 // endpoint state into IPVS virtual and real servers, addresses on the
-// kube-ipvs0 dummy device and sysctls, through the interfaces defined here.
+// kube-ipvs0 dummy device and sysctls, through the interfaces defined here;
+// on a Dataplane with IPSets and IPTables, also the ipsets and iptables
+// rules kube-proxy's IPVS proxier writes (rules.go). PathView.Route traces
+// a packet through those rules and the IPVS table (route.go).
 //
 // Backend plugs the proxier into a sim.World as its dataplane backend: this
 // package imports sim, never the other way round. fakes/ implements the
