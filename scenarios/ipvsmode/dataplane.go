@@ -90,8 +90,22 @@ func OnKernel(open func() (dp ipvs.Dataplane, close func() error, err error)) sc
 		if err != nil {
 			return nil, err
 		}
+		if err := packetPathOn(set, dp, closeFn); err != nil {
+			return nil, err
+		}
 		return newDataplane("netns, kernel "+dp.KernelVersion, set, s.Proxy.SyncFailsOnError, dp, nil, closeFn), nil
 	}
+}
+
+// packetPathOn refuses packetPath on a dataplane without ipsets and
+// iptables (a real kernel's, for now), closing it: the rules would not be
+// written and every route would fail.
+func packetPathOn(set *Settings, dp ipvs.Dataplane, closeFn func() error) error {
+	if !set.PacketPath || (dp.IPSets != nil && dp.IPTables != nil) {
+		return nil
+	}
+	_ = closeFn()
+	return fmt.Errorf("proxy.packetPath: the ipsets and iptables rules are modelled on the fake dataplane only, not on kernel %s", dp.KernelVersion)
 }
 
 func dataplaneOf(r *scenarios.Run) *Dataplane {

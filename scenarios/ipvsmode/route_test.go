@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
 func replayFile(t *testing.T, file string) *scenarios.Result {
@@ -104,5 +107,23 @@ func TestRouteMasqueradedIsChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.route, err, tc.want)
 		}
+	}
+}
+
+// packetPath on a dataplane without ipsets and iptables (a real kernel's,
+// for now) is refused when the replay opens it, and the dataplane closed.
+func TestPacketPathNeedsRulesOnTheDataplane(t *testing.T) {
+	s, err := parse(t, "name: x\nproxy: {version: v1.36.0, packetPath: true}\ntimeline: [{at: 1s, note: n}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := 0
+	factory := ipvsmode.OnKernel(func() (ipvs.Dataplane, func() error, error) {
+		dp, _, _, _ := fakes.Dataplane("6.1.0", nil)
+		return dp, func() error { closed++; return nil }, nil
+	})
+	_, err = scenarios.Replay(s, scenarios.Options{Dataplane: factory})
+	if err == nil || !strings.Contains(err.Error(), "modelled on the fake dataplane only") || closed != 1 {
+		t.Fatalf("got %v, closed %d", err, closed)
 	}
 }
