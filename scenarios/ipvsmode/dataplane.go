@@ -2,12 +2,14 @@ package ipvsmode
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/route"
@@ -138,4 +140,23 @@ func (d *Dataplane) RouteMasquerade(pkt route.Packet) (route.Shares, route.Share
 		return nil, nil, err
 	}
 	return v.Route(pkt)
+}
+
+// Rules are the packet path's ipsets (ipvs.SaveIPSets) followed by
+// iptables-save of the filter and nat tables.
+func (d *Dataplane) Rules() (string, error) {
+	sets, err := ipvs.SaveIPSets(d.raw.IPSets)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(sets)
+	for _, t := range iptables.Tables {
+		text, err := d.raw.IPTables.Save(t)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(text)
+	}
+	return b.String(), nil
 }

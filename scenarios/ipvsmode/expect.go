@@ -28,6 +28,28 @@ func (e *tableExpect) golden() scenarios.Golden {
 func (e *tableExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
 func (e *tableExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
 
+// rulesExpect is the packet path's golden (with packetPath): the ipsets as
+// `ipset save` lists them, then the filter and nat tables as
+// iptables-save does, inline or in a file.
+type rulesExpect struct {
+	Rules     *string `yaml:"ipvsRules"`
+	RulesFile string  `yaml:"ipvsRulesFile"`
+	Src       scenarios.Src
+}
+
+func (e *rulesExpect) golden() scenarios.Golden {
+	return scenarios.Golden{Key: "ipvsRules", FileKey: "ipvsRulesFile", Inline: e.Rules, File: e.RulesFile, Src: e.Src, Read: func(r *scenarios.Run) (string, error) {
+		d := dataplaneOf(r)
+		if d == nil || d.raw.IPSets == nil || d.raw.IPTables == nil {
+			return "", fmt.Errorf("the dataplane has no ipsets and iptables rules (set proxy.packetPath)")
+		}
+		return d.Rules()
+	}}
+}
+
+func (e *rulesExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
+func (e *rulesExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
+
 // knownSysctls are the sysctls the IPVS proxier and the fake know.
 var knownSysctls = map[string]bool{
 	ipvs.SysctlConntrack: true, ipvs.SysctlConnReuseMode: true, ipvs.SysctlExpireNodestConn: true,

@@ -64,6 +64,7 @@ func (Mode) Expectations() []func() scenarios.Expectation {
 		func() scenarios.Expectation { return &drainingExpect{} },
 		func() scenarios.Expectation { return &connectionsExpect{} },
 		routeExpectation,
+		func() scenarios.Expectation { return &rulesExpect{} },
 	}, plugins.expectations...)
 }
 
