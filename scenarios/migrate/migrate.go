@@ -339,7 +339,7 @@ func (r *Report) finish() {
 	default:
 		r.Exit = ExitUnchanged
 	}
-	r.Summary = fmt.Sprintf("%s -> %s: %d of %d Services change (%d differences, %d connections traced in each mode); %d of %d nodes ready for %s",
+	r.Summary = fmt.Sprintf("%s -> %s: %d of %d Services change (%d difference(s), %d connections traced in each mode); %d of %d nodes ready for %s",
 		r.From, r.To, changed, len(r.Services), diffs, r.Connections, len(r.Nodes)-notReady, len(r.Nodes), r.To)
 	sort.SliceStable(r.Services, func(i, j int) bool { return r.Services[i].Service < r.Services[j].Service })
 }
