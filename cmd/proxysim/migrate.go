@@ -19,7 +19,7 @@ import (
 func newMigrate(stdout, stderr io.Writer) *cobra.Command {
 	var o migrate.Options
 	var sets []string
-	var format, html string
+	var format, html, dataplane string
 	cmd := &cobra.Command{
 		Use:   "migrate --cluster DUMP --config KUBE-PROXY-CONFIG --to MODE",
 		Short: "Compare every Service's connections between kube-proxy's current mode and another, and check the nodes for it",
@@ -42,7 +42,14 @@ target setting as in a scenario.
 
 Exit codes: 0 every Service unchanged and every node ready, 1 some Service
 changes, 2 invalid input (nothing compared), 3 a replay could not run,
-4 an internal error, 5 some node cannot run the target mode (wins over 1).`,
+4 an internal error, 5 some node cannot run the target mode (wins over 1),
+6 with --dataplane netns, the kernel routed a connection other than
+predicted (wins over all).
+
+--dataplane netns (root) replays the nodes on this kernel, in throwaway
+network namespaces, with a route expectation per affected connection in
+each mode, and measures them with real connections: each difference then
+lists what the kernel did. Only the iptables and nftables modes run there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, s := range sets {
@@ -54,6 +61,13 @@ changes, 2 invalid input (nothing compared), 3 a replay could not run,
 			}
 			if format != "text" && format != "json" {
 				return fail(exitInvalid, fmt.Errorf("--format %q: want text or json", format))
+			}
+			switch dataplane {
+			case "fake":
+			case "netns":
+				o.KernelCheck = netnsDataplane
+			default:
+				return fail(exitInvalid, fmt.Errorf("--dataplane %q: want fake, or netns to measure the iptables and nftables differences on this kernel (the IPVS side needs the VM, not wired here)", dataplane))
 			}
 			r, err := migrate.Compare(o)
 			if err != nil {
@@ -90,6 +104,7 @@ changes, 2 invalid input (nothing compared), 3 a replay could not run,
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "proxy.FIELD=VALUE: a setting of the target's proxy, as in a scenario (repeat for more)")
 	cmd.Flags().StringSliceVar(&o.Nodes, "node", nil, "compare these nodes only (default: every Node of the dump)")
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	cmd.Flags().StringVar(&dataplane, "dataplane", "fake", "fake, or netns: also measure each iptables/nftables difference with real connections on this kernel, in both modes (root)")
 	cmd.Flags().StringVar(&html, "html", "", "also write the report as a self-contained HTML page to this file")
 	for _, f := range []string{"cluster", "config", "to"} {
 		_ = cmd.MarkFlagRequired(f)

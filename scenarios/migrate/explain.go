@@ -34,9 +34,10 @@ type modeSays struct {
 }
 
 // explain names the rule behind a difference between before (mode from)
-// and after (mode to) for probe p. primary is the target node's primary
-// address when the target serves node ports on it alone ("" otherwise).
-func explain(p probe, from, to string, before, after Outcome, primary map[string]string) Rule {
+// and after (mode to) for probe p. primary is the primary address of the
+// node p is addressed to, when the nftables side serves node ports on it
+// alone ("" otherwise).
+func explain(p probe, from, to string, before, after Outcome, primary string) Rule {
 	spec := p.Service.Svc.Spec
 	host := strings.Split(p.To, ":")[0]
 	onlyMasq := before.Shares.Within(after.Shares, tolerance)
@@ -48,11 +49,11 @@ func explain(p probe, from, to string, before, after Outcome, primary map[string
 			"ipvs":     {"the IPVS mode puts NodePort virtual servers on the node's addresses but not on loopback, and KUBE-SERVICES returns at once for `-s 127.0.0.0/8`", citeIPVSProxier + " (ipGetter.NodeIPs, writeIptablesRules)"},
 		}
 		return twoSided("localhost-nodeport", "A NodePort reached through localhost", from, to, says, citeKEP3866)
-	case p.Entry == EntryNodePort && to == "nftables" && primary[p.Via] != "" && host != primary[p.Via] && before.answers() && !after.answers():
-		return Rule{ID: "nodeport-addresses", Text: fmt.Sprintf("kube-proxy's nftables mode defaults --nodeport-addresses to `primary`: node ports answer on the node's primary IP (%s) only, no longer on %s. Give nodePortAddresses in the configuration (for example the node's CIDRs) to keep them.", primary[p.Via], host),
+	case p.Entry == EntryNodePort && to == "nftables" && primary != "" && host != primary && before.answers() && !after.answers():
+		return Rule{ID: "nodeport-addresses", Text: fmt.Sprintf("kube-proxy's nftables mode defaults --nodeport-addresses to `primary`: node ports answer on the node's primary IP (%s) only, no longer on %s. Give nodePortAddresses in the configuration (for example the node's CIDRs) to keep them.", primary, host),
 			Cite: []string{citeServerLinux, citeKEP3866, citeNodePortAddr}}
-	case p.Entry == EntryNodePort && from == "nftables" && primary[p.Via] != "" && host != primary[p.Via] && !before.answers() && after.answers():
-		return Rule{ID: "nodeport-addresses", Text: fmt.Sprintf("the nftables mode served node ports on the node's primary IP (%s) only (--nodeport-addresses defaults to `primary` there); the %s mode serves them on every node address, %s too.", primary[p.Via], to, host),
+	case p.Entry == EntryNodePort && from == "nftables" && primary != "" && host != primary && !before.answers() && after.answers():
+		return Rule{ID: "nodeport-addresses", Text: fmt.Sprintf("the nftables mode served node ports on the node's primary IP (%s) only (--nodeport-addresses defaults to `primary` there); the %s mode serves them on every node address, %s too.", primary, to, host),
 			Cite: []string{citeServerLinux, citeNodePortAddr}}
 	case p.Entry == EntryLoadBalancer && len(spec.LoadBalancerSourceRanges) > 0:
 		says := map[string]modeSays{

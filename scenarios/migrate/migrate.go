@@ -53,6 +53,11 @@ type Options struct {
 	// profile). With both modes' the report compares the initial sync's
 	// duration on each node; without, it says timing is not compared.
 	Costs map[string]sim.WorkCost
+	// KernelCheck, if set, builds a real kernel's dataplane (--dataplane
+	// netns): each difference between the iptables and nftables modes is
+	// then measured on it, both sides, with real connections (see
+	// CheckKernel).
+	KernelCheck scenarios.DataplaneFactory
 	// ReadFile reads the inputs (os.ReadFile by default).
 	ReadFile func(string) ([]byte, error)
 }
@@ -70,15 +75,25 @@ type Report struct {
 	// differences.
 	Services []ServiceReport `json:"services"`
 	// Connections is how many connections were traced in each mode.
-	Connections int      `json:"connections"`
-	Timing      Timing   `json:"timing"`
-	Warnings    []string `json:"warnings,omitempty"`
-	NotCompared []string `json:"notCompared"`
-	Exit        int      `json:"exitCode"`
-	Summary     string   `json:"summary"`
-	sides       [2]*side // for the kernel checks
-	cluster     *cluster // likewise
-	probesByKey map[string]probe
+	Connections int    `json:"connections"`
+	Timing      Timing `json:"timing"`
+	// KernelNote says whether the differences were measured on a kernel;
+	// KernelFailures counts connections the kernel did not route as
+	// predicted.
+	KernelNote     string   `json:"kernelCheck,omitempty"`
+	KernelFailures int      `json:"kernelFailures,omitempty"`
+	KernelChecked  int      `json:"kernelChecked,omitempty"`
+	Warnings       []string `json:"warnings,omitempty"`
+	NotCompared    []string `json:"notCompared"`
+	Exit           int      `json:"exitCode"`
+	Summary        string   `json:"summary"`
+	sides          [2]*side // for the kernel checks
+	cluster        *cluster // likewise
+	probesByKey    map[string]probe
+	// What the kernel check replays again.
+	in             *inputs
+	primaryDefault bool
+	opts           Options
 }
 
 // ServiceReport is one Service: unchanged, or its differences.
@@ -102,6 +117,12 @@ type Difference struct {
 	AfterShares  map[string]string `json:"afterShares"`
 	Rule         Rule              `json:"rule"`
 	Affected     []Affected        `json:"affected"`
+	// Kernel is what the kernel check measured, one line per connection
+	// and mode (empty without one).
+	Kernel []string `json:"kernel,omitempty"`
+
+	before, after Outcome
+	probes        []probe
 }
 
 // Affected is one connection a difference is about: to an address, from a
@@ -133,6 +154,7 @@ const (
 	ExitDifferences = 1 // some connection fares differently
 	ExitInvalid     = 2 // bad input: nothing compared
 	ExitNodes       = 5 // some node cannot run the target mode (wins over 1)
+	ExitKernel      = 6 // the kernel check measured a connection other than predicted (wins over all)
 )
 
 // notCompared is what the comparison leaves out, said in every report.
@@ -204,13 +226,14 @@ func Compare(o Options) (*Report, error) {
 	sides := [2]*side{{Mode: from, scenario: map[string]*scenarios.Scenario{}}, {Mode: o.To, scenario: map[string]*scenarios.Scenario{}}}
 	primary := map[string]string{}
 	warned := map[string]bool{}
-	r := &Report{Cluster: o.Cluster, Config: o.Config, From: from, To: o.To, cluster: c, sides: sides, probesByKey: map[string]probe{}}
+	r := &Report{Cluster: o.Cluster, Config: o.Config, From: from, To: o.To, cluster: c, sides: sides, probesByKey: map[string]probe{},
+		in: in, primaryDefault: primaryDefault && in.targetConfig == "", opts: o}
 	for _, st := range o.Set {
 		r.Set = append(r.Set, st.String())
 	}
 	for _, n := range c.Nodes {
 		for i, sd := range sides {
-			s, err := load(in, n, sd.Mode, i == 1, primaryDefault && in.targetConfig == "", setsFor(i, o.Set))
+			s, err := load(in, n, sd.Mode, i == 1, primaryDefault && in.targetConfig == "", setsFor(i, o.Set), "")
 			if err != nil {
 				return nil, err
 			}
@@ -221,7 +244,7 @@ func Compare(o Options) (*Report, error) {
 					r.Warnings = append(r.Warnings, msg)
 				}
 			}
-			if set, ok := s.Proxy.Settings.(*nftablesmode.Settings); ok && i == 1 && set.NodePortAddresses == "primary" && len(n.IPs) > 0 {
+			if set, ok := s.Proxy.Settings.(*nftablesmode.Settings); ok && set.NodePortAddresses == "primary" && len(n.IPs) > 0 {
 				primary[n.Name] = n.IPs[0]
 			}
 		}
@@ -233,6 +256,11 @@ func Compare(o Options) (*Report, error) {
 	r.Nodes = checkNodes(c.Nodes, o.To)
 	r.Timing = timing(sides, c.Nodes, o.Costs)
 	r.NotCompared = notCompared
+	if o.KernelCheck != nil {
+		if err := r.CheckKernel(o.KernelCheck, false); err != nil {
+			return nil, err
+		}
+	}
 	r.finish()
 	return r, nil
 }
@@ -263,18 +291,23 @@ func (r *Report) compare(c *cluster, primary map[string]string) {
 		if before.Same(after) {
 			continue
 		}
-		rule := explain(p, r.From, r.To, before, after, primary)
+		owner := ""
+		if n := c.nodeOf(strings.Split(p.To, ":")[0]); n != nil {
+			owner = primary[n.Name]
+		}
+		rule := explain(p, r.From, r.To, before, after, owner)
 		sr := bySvc[p.Service.Key]
 		sr.Unchanged = false
 		key := strings.Join([]string{p.Service.Key, p.PortName, p.Entry, p.Client, before.String(), after.String(), rule.ID}, "\x00")
 		d := groups[key]
 		if d == nil {
 			d = &Difference{Port: p.PortName, Entry: p.Entry, Client: p.Client, Before: before.String(), After: after.String(),
-				BeforeShares: shareStrings(before), AfterShares: shareStrings(after), Rule: rule}
+				BeforeShares: shareStrings(before), AfterShares: shareStrings(after), Rule: rule, before: before, after: after}
 			groups[key] = d
 			order = append(order, key)
 		}
 		d.Affected = append(d.Affected, Affected{To: p.To, From: p.From, Node: p.Via})
+		d.probes = append(d.probes, p)
 		r.probesByKey[p.Key()] = p
 	}
 	for _, k := range order {
@@ -332,6 +365,8 @@ func (r *Report) finish() {
 		}
 	}
 	switch {
+	case r.KernelFailures > 0:
+		r.Exit = ExitKernel
 	case notReady > 0:
 		r.Exit = ExitNodes
 	case changed > 0:

@@ -46,7 +46,13 @@ func (r *Report) Text(w io.Writer) error {
 			p("        why [%s]: %s\n", d.Rule.ID, d.Rule.Text)
 			p("        source: %s\n", strings.Join(d.Rule.Cite, "; "))
 			p("        affected: %s\n", affectedText(d.Affected))
+			for _, k := range d.Kernel {
+				p("        kernel: %s\n", k)
+			}
 		}
+	}
+	if r.KernelNote != "" {
+		p("\nKernel check: %s\n", r.KernelNote)
 	}
 	p("\nTiming: %s\n", r.Timing.Note)
 	for _, t := range r.Timing.Nodes {
@@ -141,8 +147,11 @@ ul { margin: 2px 16px 10px 34px; padding: 0; }
 <dd>after ({{$.To}}): <span class="mono">{{.After}}</span></dd>
 <dd>why: {{.Rule.Text}}<br><span class="cite">{{join .Rule.Cite "; "}}</span></dd>
 <dd>affected: <span class="mono">{{affected .Affected}}</span></dd>
+{{range .Kernel}}<dd>kernel: <span class="mono">{{.}}</span></dd>{{end}}
 </dl>{{end}}</details>
 {{end}}{{end}}
+{{if .KernelNote}}<h2>Kernel check</h2>
+<p class="svc">{{.KernelNote}}</p>{{end}}
 <h2>Timing</h2>
 <p class="svc">{{.Timing.Note}}</p>
 {{if .Timing.Nodes}}<table><tr><th>node</th><th>initial sync, {{.From}}</th><th>initial sync, {{.To}}</th></tr>

@@ -90,7 +90,7 @@ type side struct {
 // scenarioText is the scenario that replays one node's kube-proxy in a
 // mode: the dump, the configuration file, the node's name and addresses,
 // and, for the target, the mode with kube-proxy's defaults for it.
-func scenarioText(in *inputs, n *node, mode string, target bool, primaryDefault bool) string {
+func scenarioText(in *inputs, n *node, mode string, target bool, primaryDefault bool, steps string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\n", strconv.Quote("migrate "+n.Name+" "+mode))
 	b.WriteString("proxy:\n  version: v1.36.0\n")
@@ -119,12 +119,13 @@ func scenarioText(in *inputs, n *node, mode string, target bool, primaryDefault 
 	}
 	fmt.Fprintf(&b, "objects:\n  - file: %s\n", strconv.Quote(in.cluster))
 	b.WriteString("timeline:\n  - at: 1s\n    note: the dataplane after the initial sync\n")
+	b.WriteString(steps)
 	return b.String()
 }
 
 // load parses one node's scenario in a mode, with the target's settings.
-func load(in *inputs, n *node, mode string, target, primaryDefault bool, sets []scenarios.Setting) (*scenarios.Scenario, error) {
-	text := scenarioText(in, n, mode, target, primaryDefault)
+func load(in *inputs, n *node, mode string, target, primaryDefault bool, sets []scenarios.Setting, steps string) (*scenarios.Scenario, error) {
+	text := scenarioText(in, n, mode, target, primaryDefault, steps)
 	name := "migrate-" + n.Name + "-" + mode + ".yaml"
 	s, err := scenarios.Parse(name, []byte(text), in.fs)
 	if err != nil {

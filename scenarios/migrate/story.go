@@ -27,8 +27,8 @@ type Story struct {
 	To          string   `yaml:"to"`
 	Set         []string `yaml:"set"`
 	Expect      struct {
-		Exit     *int                     `yaml:"exit"`
-		Nodes    map[string]string        `yaml:"nodes"`
+		Exit     *int                    `yaml:"exit"`
+		Nodes    map[string]string       `yaml:"nodes"`
 		Services map[string]StoryService `yaml:"services"`
 	} `yaml:"expect"`
 
