@@ -227,3 +227,10 @@ func dataplaneOf(r *scenarios.Run) *Dataplane {
 func (d *Dataplane) RouteMasquerade(pkt iptables.Packet) (iptables.Shares, iptables.Shares, error) {
 	return iptables.RouteMasquerade(d.raw.Ruleset(), d.nodeIPs, pkt)
 }
+
+// FrozenTracer is RouteMasquerade for many connections through the rules
+// as they are now, indexed once (iptables.Tracer): the rules must not
+// change while it is used.
+func (d *Dataplane) FrozenTracer() (func(iptables.Packet) (iptables.Shares, iptables.Shares, error), error) {
+	return iptables.NewTracer(d.raw.Ruleset(), d.nodeIPs).RouteMasquerade, nil
+}

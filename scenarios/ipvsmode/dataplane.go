@@ -160,3 +160,14 @@ func (d *Dataplane) Rules() (string, error) {
 	}
 	return b.String(), nil
 }
+
+// FrozenTracer is RouteMasquerade for many connections through the packet
+// path as it is now, read once (one ipvs.PathView, indexed on first use):
+// the dataplane must not change while it is used.
+func (d *Dataplane) FrozenTracer() (func(route.Packet) (route.Shares, route.Shares, error), error) {
+	v, err := ipvs.ReadPath(d.raw, d.cfg.NodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	return v.Route, nil
+}

@@ -25,6 +25,18 @@ type masqueradeTracer interface {
 	RouteMasquerade(pkt route.Packet) (route.Shares, route.Shares, error)
 }
 
+// frozenTracer is the same over a dataplane that no longer changes, with
+// what it reads indexed once: what a comparison of a large cluster needs.
+type frozenTracer interface {
+	FrozenTracer() (func(route.Packet) (route.Shares, route.Shares, error), error)
+}
+
+type tracerFunc func(route.Packet) (route.Shares, route.Shares, error)
+
+func (f tracerFunc) RouteMasquerade(pkt route.Packet) (route.Shares, route.Shares, error) {
+	return f(pkt)
+}
+
 // inputs are the files a replay reads, held in memory under the names the
 // generated scenarios use; names maps those back to the user's paths for
 // messages.
@@ -202,6 +214,13 @@ func replayOne(s *scenarios.Scenario, opts scenarios.Options) (masqueradeTracer,
 	}
 	if len(res.Runs) == 0 || res.Runs[0].Err != "" {
 		return nil, nil, fmt.Errorf("the proxy's initial sync did not succeed")
+	}
+	if ft, ok := dp.(frozenTracer); ok {
+		f, err := ft.FrozenTracer()
+		if err != nil {
+			return nil, nil, err
+		}
+		return tracerFunc(f), res, nil
 	}
 	t, ok := dp.(masqueradeTracer)
 	if !ok {

@@ -300,3 +300,15 @@ func (d *Dataplane) RouteMasquerade(pkt route.Packet) (route.Shares, route.Share
 	defer d.fake.RUnlock()
 	return nftables.RouteMasquerade(d.fake.Table, d.nodeIPs, pkt)
 }
+
+// FrozenTracer is RouteMasquerade for many connections through the table
+// as it is now, indexed once (nftables.Tracer): the table must not change
+// while it is used.
+func (d *Dataplane) FrozenTracer() (func(route.Packet) (route.Shares, route.Shares, error), error) {
+	t := nftables.NewTracer(d.fake.Table, d.nodeIPs)
+	return func(pkt route.Packet) (route.Shares, route.Shares, error) {
+		d.fake.RLock()
+		defer d.fake.RUnlock()
+		return t.RouteMasquerade(pkt)
+	}, nil
+}

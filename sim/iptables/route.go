@@ -130,7 +130,72 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 // share that leaves masqueraded (KUBE-POSTROUTING's MASQUERADE of the
 // 0x4000-marked, as kube-proxy's iptables proxier writes it).
 func RouteMasquerade(rs Ruleset, local []net.IP, pkt Packet) (Shares, Shares, error) {
-	t := &Walker{Rules: rs, Local: local, Packet: pkt}
+	return routeMasquerade(&Walker{Rules: rs, Local: local, Packet: pkt})
+}
+
+// Tracer traces many connections through a ruleset that does not change
+// while it is used (a replay's end): each chain's rules are indexed by the
+// destination they match, so that a packet meets only the rules that can
+// match it (in their order), not every Service's.
+type Tracer struct {
+	rs    Ruleset
+	local []net.IP
+	index *ruleIndex
+}
+
+// NewTracer is a Tracer over rs; local are the node's addresses.
+func NewTracer(rs Ruleset, local []net.IP) *Tracer {
+	return &Tracer{rs: rs, local: local, index: &ruleIndex{chains: map[*Chain]*chainIndex{}}}
+}
+
+// RouteMasquerade is the package's RouteMasquerade over the tracer's rules.
+func (x *Tracer) RouteMasquerade(pkt Packet) (Shares, Shares, error) {
+	return routeMasquerade(&Walker{Rules: x.rs, Local: x.local, Packet: pkt, index: x.index})
+}
+
+type ruleIndex struct {
+	chains map[*Chain]*chainIndex
+}
+
+// chainIndex is one chain's rules: those matching one destination address
+// only (-d IP/32), by address, and the rest, each list in rule order.
+type chainIndex struct {
+	byDst map[string][]int
+	rest  []int
+}
+
+// candidates are the indices, in order, of c's rules a packet to dst can
+// match.
+func (x *ruleIndex) candidates(c *Chain, dst net.IP) []int {
+	ci := x.chains[c]
+	if ci == nil {
+		ci = &chainIndex{byDst: map[string][]int{}}
+		for i, r := range c.Rules {
+			if r.Dst != nil && !r.NotDst {
+				if ones, bits := r.Dst.Mask.Size(); ones == bits {
+					k := r.Dst.IP.String()
+					ci.byDst[k] = append(ci.byDst[k], i)
+					continue
+				}
+			}
+			ci.rest = append(ci.rest, i)
+		}
+		x.chains[c] = ci
+	}
+	a, b := ci.byDst[dst.String()], ci.rest
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		if len(b) == 0 || len(a) > 0 && a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
+}
+
+func routeMasquerade(t *Walker) (Shares, Shares, error) {
+	pkt := t.Packet
 	isLocal := t.isLocal(pkt.Src)
 	natHook := "PREROUTING"
 	if isLocal {
@@ -232,6 +297,8 @@ type Walker struct {
 	Packet  Packet
 	History History
 	Sets    SetMatcher
+
+	index *ruleIndex // nil: every rule is tried
 }
 
 // Chain runs the branches of the packet, in path p with share w, through
@@ -273,7 +340,17 @@ func (t *Walker) chain(table, name string, st Path, w *big.Rat, depth int) ([]Br
 	}
 	live := []Branch{{Path: st, W: w}}
 	var done []Branch
-	for _, r := range c.Rules {
+	rules := c.Rules
+	if t.index != nil {
+		// Every branch of this call shares st's destination: only a DNAT,
+		// which ends the branch, changes it.
+		idx := t.index.candidates(c, st.Dst)
+		rules = make([]*Rule, len(idx))
+		for i, k := range idx {
+			rules[i] = c.Rules[k]
+		}
+	}
+	for _, r := range rules {
 		var next []Branch
 		for _, b := range live {
 			ok, err := t.matches(r, b.Path)

@@ -20,6 +20,13 @@ type PathView struct {
 	Table   []VirtualServerWithReals
 	Local   []net.IP
 	Persist Persistence // nil: no client has a template
+
+	// Indexes of the virtual servers and set members, built on first use
+	// so that tracing many connections through one view costs what each
+	// path does: a view must not change once traced (nor be traced from
+	// two goroutines at once).
+	vsIndex  map[string]*VirtualServerWithReals
+	setIndex map[string]map[string][]IPSetEntry
 }
 
 // VirtualServerWithReals is one virtual server and its real servers, in
@@ -160,7 +167,58 @@ func (t *tracer) matchSet(name, flags string, src net.IP, proto string, p iptabl
 	if !ok {
 		return false, fmt.Errorf("no ipset %s", name)
 	}
-	return c.Match(flags, src, p.Dst, proto, p.DPort)
+	// The index's candidates are the members whose first dimensions
+	// (address, protocol and port) are the packet's; Match then judges
+	// them alone, as it would have judged the whole set.
+	cands, ok := t.view.setCandidates(c, flags, src, p.Dst, proto, p.DPort)
+	if !ok {
+		return c.Match(flags, src, p.Dst, proto, p.DPort)
+	}
+	if len(cands) == 0 {
+		return false, nil
+	}
+	return IPSetContents{Set: c.Set, Entries: cands}.Match(flags, src, p.Dst, proto, p.DPort)
+}
+
+// setCandidates looks a packet up in the set's index: false when the
+// set's type or flags are not indexed.
+func (v *PathView) setCandidates(c IPSetContents, flags string, src, dst net.IP, proto string, dport int) ([]string, bool) {
+	dirs := strings.Split(flags, ",")
+	if c.Set.Type == BitmapPort || len(dirs) < c.Set.Type.dims() {
+		return nil, false
+	}
+	first := dst
+	if dirs[0] == "src" {
+		first = src
+	}
+	if v.setIndex == nil {
+		v.setIndex = map[string]map[string][]IPSetEntry{}
+	}
+	idx, built := v.setIndex[c.Set.Name]
+	if !built {
+		idx = map[string][]IPSetEntry{}
+		for _, raw := range c.Entries {
+			e, err := ParseIPSetEntry(c.Set, raw)
+			if err != nil {
+				return nil, false // Match reports it
+			}
+			k := setKey(c.Set.Type, net.ParseIP(e.IP), e.Protocol, e.Port)
+			idx[k] = append(idx[k], IPSetEntry{IP: raw})
+		}
+		v.setIndex[c.Set.Name] = idx
+	}
+	var out []string
+	for _, e := range idx[setKey(c.Set.Type, first, proto, dport)] {
+		out = append(out, e.IP)
+	}
+	return out, true
+}
+
+func setKey(t IPSetType, ip net.IP, proto string, port int) string {
+	if t == HashIP {
+		return ip.String()
+	}
+	return fmt.Sprintf("%s,%s:%d", ip, proto, port)
 }
 
 // filter runs the branches through a filter hook: DROP and REJECT end
@@ -239,13 +297,17 @@ func (t *tracer) ipvs(p iptables.Path, w *big.Rat, fromNode bool) error {
 }
 
 func (v *PathView) lookup(proto string, dst net.IP, port int) *VirtualServerWithReals {
-	for i := range v.Table {
-		vs := &v.Table[i]
-		if strings.EqualFold(vs.VS.Protocol, proto) && int(vs.VS.Port) == port && net.ParseIP(vs.VS.Address).Equal(dst) {
-			return vs
+	if v.vsIndex == nil {
+		v.vsIndex = make(map[string]*VirtualServerWithReals, len(v.Table))
+		for i := range v.Table {
+			vs := &v.Table[i]
+			k := fmt.Sprintf("%s %s %d", strings.ToLower(vs.VS.Protocol), net.ParseIP(vs.VS.Address), vs.VS.Port)
+			if _, dup := v.vsIndex[k]; !dup {
+				v.vsIndex[k] = vs
+			}
 		}
 	}
-	return nil
+	return v.vsIndex[fmt.Sprintf("%s %s %d", strings.ToLower(proto), dst, port)]
 }
 
 type pick struct {

@@ -69,6 +69,10 @@ func RouteMasquerade(t *knftables.FakeTable, local []net.IP, pkt route.Packet) (
 	if err != nil {
 		return nil, nil, err
 	}
+	return sharesOf(outs)
+}
+
+func sharesOf(outs []Outcome) (route.Shares, route.Shares, error) {
 	sh, masq := route.Shares{}, route.Shares{}
 	for _, o := range outs {
 		sh.Add(o.Where, o.Share)
@@ -150,10 +154,47 @@ func ProbeFor(t *knftables.FakeTable, again *time.Duration) Probe {
 // Trace is Route with the outcomes kept apart, given the client's affinity
 // state.
 func Trace(t *knftables.FakeTable, local []net.IP, pkt route.Packet, aff Affinity) ([]Outcome, error) {
+	return trace(t, local, pkt, aff, nil)
+}
+
+// Tracer traces many connections through a table that does not change
+// while it is used (a replay's end): the base chains of each hook, the
+// rules as compiled and the elements of every set and map are indexed
+// once, so a trace costs what its path does, not what the table holds.
+type Tracer struct {
+	t     *knftables.FakeTable
+	local []net.IP
+	c     *traceCache
+}
+
+type traceCache struct {
+	hooks map[knftables.BaseChainHook][]string
+	rules map[*knftables.Rule][]item
+	elems map[string]map[string]*knftables.Element
+}
+
+// NewTracer is a Tracer over t; local are the node's addresses.
+func NewTracer(t *knftables.FakeTable, local []net.IP) *Tracer {
+	return &Tracer{t: t, local: local, c: &traceCache{hooks: map[knftables.BaseChainHook][]string{}, rules: map[*knftables.Rule][]item{}, elems: map[string]map[string]*knftables.Element{}}}
+}
+
+// RouteMasquerade is the package's RouteMasquerade over the tracer's table.
+func (x *Tracer) RouteMasquerade(pkt route.Packet) (route.Shares, route.Shares, error) {
+	outs, err := trace(x.t, x.local, pkt, nil, x.c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sharesOf(outs)
+}
+
+func trace(t *knftables.FakeTable, local []net.IP, pkt route.Packet, aff Affinity, c *traceCache) ([]Outcome, error) {
 	if t == nil {
 		return nil, fmt.Errorf("tracer: no table")
 	}
-	tr := &tracer{t: t, local: local, pkt: pkt, aff: aff, rules: map[*knftables.Rule][]item{}}
+	tr := &tracer{t: t, local: local, pkt: pkt, aff: aff, rules: map[*knftables.Rule][]item{}, cache: c}
+	if c != nil {
+		tr.rules = c.rules
+	}
 	start := path{dst: pkt.Dst, dport: pkt.DPort, w: big.NewRat(1, 1)}
 	fromNode := tr.isLocal(pkt.Src)
 	first := knftables.PreroutingHook
@@ -228,6 +269,32 @@ type tracer struct {
 	pkt   route.Packet
 	aff   Affinity
 	rules map[*knftables.Rule][]item
+	cache *traceCache // nil: nothing kept between traces
+}
+
+// findElement is FakeSet/FakeMap.FindElement, through the cache's index
+// when there is one.
+func (tr *tracer) findElement(kind, name string, elems []*knftables.Element, key []string) *knftables.Element {
+	if tr.cache == nil {
+		for _, e := range elems {
+			if slices.Equal(e.Key, key) {
+				return e
+			}
+		}
+		return nil
+	}
+	idx := tr.cache.elems[kind+" "+name]
+	if idx == nil {
+		idx = make(map[string]*knftables.Element, len(elems))
+		for _, e := range elems {
+			k := strings.Join(e.Key, "\x00")
+			if _, dup := idx[k]; !dup {
+				idx[k] = e
+			}
+		}
+		tr.cache.elems[kind+" "+name] = idx
+	}
+	return idx[strings.Join(key, "\x00")]
 }
 
 func (tr *tracer) isLocal(ip net.IP) bool {
@@ -245,6 +312,40 @@ func (tr *tracer) isLocal(ip net.IP) bool {
 // hook runs the paths still going through every base chain of a hook, in
 // priority order; a path that one accepts goes on to the next.
 func (tr *tracer) hook(h knftables.BaseChainHook, paths []path) ([]path, error) {
+	names, ok := []string(nil), false
+	if tr.cache != nil {
+		names, ok = tr.cache.hooks[h]
+	}
+	if !ok {
+		var err error
+		if names, err = tr.baseChains(h); err != nil {
+			return nil, err
+		}
+		if tr.cache != nil {
+			tr.cache.hooks[h] = names
+		}
+	}
+	for _, name := range names {
+		var next []path
+		for _, p := range paths {
+			if p.verdict == route.Drop || p.verdict == route.Reject {
+				next = append(next, p)
+				continue
+			}
+			p.verdict = ""
+			out, err := tr.chain(name, p, 0)
+			if err != nil {
+				return nil, err
+			}
+			next = append(next, out...)
+		}
+		paths = next
+	}
+	return paths, nil
+}
+
+// baseChains are the base chains of a hook, in priority order.
+func (tr *tracer) baseChains(h knftables.BaseChainHook) ([]string, error) {
 	type prio struct {
 		name string
 		p    int
@@ -266,23 +367,11 @@ func (tr *tracer) hook(h knftables.BaseChainHook, paths []path) ([]path, error) 
 		}
 		return chains[i].name < chains[j].name
 	})
-	for _, c := range chains {
-		var next []path
-		for _, p := range paths {
-			if p.verdict == route.Drop || p.verdict == route.Reject {
-				next = append(next, p)
-				continue
-			}
-			p.verdict = ""
-			out, err := tr.chain(c.name, p, 0)
-			if err != nil {
-				return nil, err
-			}
-			next = append(next, out...)
-		}
-		paths = next
+	names := make([]string, len(chains))
+	for i, c := range chains {
+		names[i] = c.name
 	}
-	return paths, nil
+	return names, nil
 }
 
 // maxDepth bounds chain nesting: the kernel refuses loops, a table from a

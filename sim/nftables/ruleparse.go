@@ -455,7 +455,7 @@ func (ps *parser) match() (item, error) {
 			if m == nil {
 				return nil, false, fmt.Errorf("no map %s", name)
 			}
-			e := m.FindElement(key(tr, p)...)
+			e := tr.findElement("map", name, m.Elements, key(tr, p))
 			if e == nil {
 				return nil, false, nil
 			}
@@ -477,10 +477,10 @@ func (ps *parser) match() (item, error) {
 			}
 			k := key(tr, p)
 			if s := tr.t.Sets[name]; s != nil {
-				return []path{p}, s.FindElement(k...) != nil, nil
+				return []path{p}, tr.findElement("set", name, s.Elements, k) != nil, nil
 			}
 			if m := tr.t.Maps[name]; m != nil {
-				return []path{p}, m.FindElement(k...) != nil, nil
+				return []path{p}, tr.findElement("map", name, m.Elements, k) != nil, nil
 			}
 			return nil, false, fmt.Errorf("no set %s", name)
 		}, nil

@@ -1,0 +1,100 @@
+package migrate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeBigDump writes a cluster dump of nodes Nodes and services
+// Services (every tenth a NodePort), each with endpoints spread over the
+// nodes, and an IPVS kube-proxy ConfigMap beside it.
+func writeBigDump(tb testing.TB, dir string, nodes, services, perService int) (cluster, config string) {
+	tb.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+	for n := range nodes {
+		fmt.Fprintf(&b, `- apiVersion: v1
+  kind: Node
+  metadata:
+    name: node-%d
+  spec:
+    podCIDR: 10.%d.%d.0/24
+  status:
+    addresses:
+    - {address: 192.168.%d.%d, type: InternalIP}
+    conditions:
+    - {type: Ready, status: "True"}
+    nodeInfo: {kernelVersion: 6.1.0-31-amd64, osImage: Debian GNU/Linux 12 (bookworm), kubeletVersion: v1.33.4}
+`, n, 200+n/256, n%256, n/256, 10+n%200)
+	}
+	for i := range services {
+		typ, np := "ClusterIP", ""
+		if i%10 == 0 {
+			typ, np = "NodePort", fmt.Sprintf(", nodePort: %d", 30000+i/10%2700)
+		}
+		fmt.Fprintf(&b, `- apiVersion: v1
+  kind: Service
+  metadata: {name: svc-%d, namespace: ns-%d}
+  spec:
+    type: %s
+    clusterIP: 10.%d.%d.%d
+    ports:
+    - {name: http, port: 80, protocol: TCP, targetPort: 8080%s}
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  metadata:
+    name: svc-%d-x7k2p
+    namespace: ns-%d
+    labels: {kubernetes.io/service-name: svc-%d}
+  addressType: IPv4
+  ports:
+  - {name: http, port: 8080, protocol: TCP}
+  endpoints:
+`, i, i%50, typ, 96+i/65536, (i/256)%256, i%256, np, i, i%50, i)
+		for j := range perService {
+			e := i*perService + j
+			fmt.Fprintf(&b, "  - {addresses: [10.%d.%d.%d], conditions: {ready: true}, nodeName: node-%d}\n", 128+e/65536, (e/256)%256, e%256, j%nodes)
+		}
+	}
+	cluster = filepath.Join(dir, "cluster.yaml")
+	config = filepath.Join(dir, "kube-proxy.yaml")
+	if err := os.WriteFile(cluster, []byte(b.String()), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	cfg := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nclusterCIDR: 10.128.0.0/9\n"
+	if err := os.WriteFile(config, []byte(cfg), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return cluster, config
+}
+
+// BenchmarkMigrate10kServices compares a 10,000-Service cluster (three
+// nodes, three endpoints a Service, every tenth a NodePort) from IPVS to
+// each other mode: six replays and every connection traced in both modes.
+// The nftables target's time is mostly knftables.Fake's linear element
+// lookup during each node's first sync (see docs/explanation/performance.md).
+func BenchmarkMigrate10kServices(b *testing.B) {
+	for _, to := range []string{"iptables", "nftables"} {
+		b.Run("ipvs-to-"+to, func(b *testing.B) { benchmarkMigrate(b, to) })
+	}
+}
+
+func benchmarkMigrate(b *testing.B, to string) {
+	cluster, config := writeBigDump(b, b.TempDir(), 3, benchServices, 3)
+	b.ResetTimer()
+	for range b.N {
+		r, err := Compare(Options{Cluster: cluster, Config: config, To: to})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(r.Services) != benchServices {
+			b.Fatalf("%d services", len(r.Services))
+		}
+		b.ReportMetric(float64(r.Connections), "connections")
+	}
+}
+
+var benchServices = 10000
