@@ -164,3 +164,37 @@ func TestReportsMatchGoldens(t *testing.T) {
 		}
 	}
 }
+
+// The indexed tracers (FrozenTracer) give every connection of every
+// cluster exactly what each mode's own tracer gives, masquerade included.
+func TestFrozenTracersAgreeWithTheModes(t *testing.T) {
+	cs := clusters(t)
+	n := 0
+	for _, name := range sortedKeys(cs) {
+		c := cs[name]
+		for _, p := range pairs {
+			r, err := Compare(Options{Cluster: c[0], Config: c[1], To: p[1], ReadFile: withMode(c[1], p[0])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sd := range r.sides {
+				for _, pr := range r.cluster.probes() {
+					pkt, _ := packet(pr)
+					a1, m1, err1 := sd.tracer[pr.Via].RouteMasquerade(pkt)
+					dp, err := sd.dataplane(pr.Via)
+					if err != nil {
+						t.Fatal(err)
+					}
+					a2, m2, err2 := dp.RouteMasquerade(pkt)
+					if (err1 == nil) != (err2 == nil) || a1.String() != a2.String() || m1.String() != m2.String() {
+						t.Fatalf("%s %s %s: frozen %v %v %v, the mode's %v %v %v", name, sd.Mode, pr.Key(), a1, m1, err1, a2, m2, err2)
+					}
+					n++
+				}
+			}
+		}
+	}
+	if n < 500 {
+		t.Fatalf("only %d connections compared", n)
+	}
+}

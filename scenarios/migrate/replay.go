@@ -92,11 +92,12 @@ func (in *inputs) blame(err error) error {
 // side is one mode's view of the cluster: how each node's kube-proxy is
 // configured, and its dataplane after the initial sync.
 type side struct {
-	Mode     string
-	scenario map[string]*scenarios.Scenario // by node
-	tracer   map[string]masqueradeTracer
-	results  map[string]*scenarios.Result
-	warnings scenarios.Problems
+	Mode       string
+	dataplanes map[string]scenarios.Dataplane // by node: the replays' own
+	scenario   map[string]*scenarios.Scenario // by node
+	tracer     map[string]masqueradeTracer
+	results    map[string]*scenarios.Result
+	warnings   scenarios.Problems
 }
 
 // scenarioText is the scenario that replays one node's kube-proxy in a
@@ -166,12 +167,14 @@ func replayAll(sides []*side, nodes []*node, opts scenarios.Options) error {
 	for _, sd := range sides {
 		sd.tracer = map[string]masqueradeTracer{}
 		sd.results = map[string]*scenarios.Result{}
+		sd.dataplanes = map[string]scenarios.Dataplane{}
 		for _, n := range nodes {
 			jobs = append(jobs, job{sd, n})
 		}
 	}
 	errs := make([]error, len(jobs))
 	tracers := make([]masqueradeTracer, len(jobs))
+	dps := make([]scenarios.Dataplane, len(jobs))
 	results := make([]*scenarios.Result, len(jobs))
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -180,7 +183,7 @@ func replayAll(sides []*side, nodes []*node, opts scenarios.Options) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				tracers[i], results[i], errs[i] = replayOne(jobs[i].sd.scenario[jobs[i].n.Name], opts)
+				tracers[i], dps[i], results[i], errs[i] = replayOne(jobs[i].sd.scenario[jobs[i].n.Name], opts)
 			}
 		}()
 	}
@@ -194,12 +197,13 @@ func replayAll(sides []*side, nodes []*node, opts scenarios.Options) error {
 			return fmt.Errorf("node %s in mode %s: %w", j.n.Name, j.sd.Mode, errs[i])
 		}
 		j.sd.tracer[j.n.Name] = tracers[i]
+		j.sd.dataplanes[j.n.Name] = dps[i]
 		j.sd.results[j.n.Name] = results[i]
 	}
 	return nil
 }
 
-func replayOne(s *scenarios.Scenario, opts scenarios.Options) (masqueradeTracer, *scenarios.Result, error) {
+func replayOne(s *scenarios.Scenario, opts scenarios.Options) (masqueradeTracer, scenarios.Dataplane, *scenarios.Result, error) {
 	var dp scenarios.Dataplane
 	opts.Follow = func(_ trace.Event, d scenarios.Dataplane) { dp = d }
 	if opts.TraceKeep == 0 {
@@ -207,26 +211,36 @@ func replayOne(s *scenarios.Scenario, opts scenarios.Options) (masqueradeTracer,
 	}
 	res, err := scenarios.Replay(s, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !res.Passed() {
-		return nil, nil, fmt.Errorf("the replay failed: %s", res.Failures[0].What)
+		return nil, nil, nil, fmt.Errorf("the replay failed: %s", res.Failures[0].What)
 	}
 	if len(res.Runs) == 0 || res.Runs[0].Err != "" {
-		return nil, nil, fmt.Errorf("the proxy's initial sync did not succeed")
+		return nil, nil, nil, fmt.Errorf("the proxy's initial sync did not succeed")
 	}
 	if ft, ok := dp.(frozenTracer); ok {
 		f, err := ft.FrozenTracer()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return tracerFunc(f), res, nil
+		return tracerFunc(f), dp, res, nil
 	}
 	t, ok := dp.(masqueradeTracer)
 	if !ok {
-		return nil, nil, fmt.Errorf("mode %s has no packet tracer that tells masquerade", s.Proxy.Mode)
+		return nil, nil, nil, fmt.Errorf("mode %s has no packet tracer that tells masquerade", s.Proxy.Mode)
 	}
-	return t, res, nil
+	return t, dp, res, nil
+}
+
+// dataplane is a node's replayed dataplane, traced by its mode's own
+// (unindexed) tracer.
+func (sd *side) dataplane(node string) (masqueradeTracer, error) {
+	t, ok := sd.dataplanes[node].(masqueradeTracer)
+	if !ok {
+		return nil, fmt.Errorf("mode %s has no packet tracer that tells masquerade", sd.Mode)
+	}
+	return t, nil
 }
 
 // Outcome is where one connection ends up in one mode: each outcome (an

@@ -297,6 +297,9 @@ type Walker struct {
 	Packet  Packet
 	History History
 	Sets    SetMatcher
+	// LocalSet, if set, holds Local's addresses (IP.String()), for a node
+	// with many (IPVS binds every Service IP to kube-ipvs0).
+	LocalSet map[string]bool
 
 	index *ruleIndex // nil: every rule is tried
 }
@@ -313,6 +316,9 @@ func (t *Walker) IsLocal(ip net.IP) bool { return t.isLocal(ip) }
 func (t *Walker) isLocal(ip net.IP) bool {
 	if ip.IsLoopback() {
 		return true
+	}
+	if t.LocalSet != nil {
+		return t.LocalSet[ip.String()]
 	}
 	for _, l := range t.Local {
 		if l.Equal(ip) {

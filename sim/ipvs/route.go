@@ -27,6 +27,7 @@ type PathView struct {
 	// two goroutines at once).
 	vsIndex  map[string]*VirtualServerWithReals
 	setIndex map[string]map[string][]IPSetEntry
+	localSet map[string]bool
 }
 
 // VirtualServerWithReals is one virtual server and its real servers, in
@@ -119,7 +120,13 @@ func ReadPath(dp Dataplane, nodeIPs []string) (*PathView, error) {
 // server sends a client with a live template to the template's server.
 func (v *PathView) Route(pkt route.Packet) (route.Shares, route.Shares, error) {
 	t := &tracer{view: v, pkt: pkt, out: route.Shares{}, masq: route.Shares{}}
-	t.w = &iptables.Walker{Rules: v.Rules, Local: v.Local, Packet: pkt, Sets: t.matchSet}
+	if v.localSet == nil {
+		v.localSet = make(map[string]bool, len(v.Local))
+		for _, ip := range v.Local {
+			v.localSet[ip.String()] = true
+		}
+	}
+	t.w = &iptables.Walker{Rules: v.Rules, Local: v.Local, LocalSet: v.localSet, Packet: pkt, Sets: t.matchSet}
 	fromNode := t.w.IsLocal(pkt.Src)
 	hook := "PREROUTING"
 	if fromNode {
