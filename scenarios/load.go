@@ -28,7 +28,10 @@ import (
 type LoadOptions struct {
 	// Strict refuses objects of kinds proxysim does not model in the
 	// manifest files a scenario names (a cluster dump), which are
-	// otherwise skipped, each with a warning.
+	// otherwise skipped, each with a warning; and a kube-proxy
+	// configuration (proxy.config) with unknown or duplicated fields,
+	// which kube-proxy, and otherwise proxysim, reads leniently, with a
+	// warning for each.
 	Strict bool
 }
 
