@@ -209,6 +209,35 @@ func TestLenientKubeProxyConfigurations(t *testing.T) {
 	}
 }
 
+// A configuration refused after it decoded (by --strict, or for a value
+// kube-proxy refuses) still gives the scenario its mode: the scenario's
+// keys of that mode are not reported as unknown besides the file's problem.
+func TestRefusedConfigKeepsItsMode(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"typo.yaml": minimalConfig + "mode: iptables\niptables: {minSyncPerod: 2s}\n",
+		"bad.yaml":  minimalConfig + "mode: iptables\niptables: {masqueradeBit: 32}\n",
+		"s.yaml":    "name: s\nproxy: {version: v1.34.0, config: typo.yaml, clusterCIDR: 10.0.0.0/8}\ntimeline: [{at: 1s, note: x}]\n",
+		"t.yaml":    "name: t\nproxy: {version: v1.34.0, config: bad.yaml, clusterCIDR: 10.0.0.0/8}\ntimeline: [{at: 1s, note: x}]\n",
+	})
+	for file, want := range map[string]string{
+		"s.yaml": "typo.yaml:4:12: iptables.minSyncPerod: unknown field \"minSyncPerod\"",
+		"t.yaml": "bad.yaml:4:27: iptables.masqueradeBit: must be within [0, 31], got 32",
+	} {
+		_, err := scenarios.LoadWith(filepath.Join(dir, file), scenarios.LoadOptions{Strict: true})
+		var ps scenarios.Problems
+		if !errors.As(err, &ps) || len(ps) != 1 || !strings.HasPrefix(ps[0].Error(), filepath.Join(dir, want)) {
+			t.Errorf("%s: got %v, want only %s", file, err, want)
+		}
+	}
+	// Without --strict the misspelled field is a warning, and the
+	// iptables mode runs with its default minSyncPeriod.
+	s, err := scenarios.Load(filepath.Join(dir, "s.yaml"))
+	if err != nil || s.Proxy.Mode != "iptables" || s.Proxy.MinSyncPeriod.D() != time.Second || len(s.Warnings) != 1 ||
+		!strings.HasSuffix(s.Warnings[0].Msg, `did you mean "minSyncPeriod"?`) {
+		t.Fatalf("%v: %+v", err, s)
+	}
+}
+
 // writeFiles writes files into a fresh folder and returns it.
 func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()

@@ -242,15 +242,23 @@ func readKubeProxyConfig(d *decoder, s *Scenario, proxy, ref *yaml.Node) *KubePr
 			d.skipped = append(d.skipped, p)
 		}
 	}
-	if d.strict && len(lenient) > 0 {
+	refusedMode := func() *KubeProxyConfig {
+		mode := string(c.Config.Mode)
+		if mode == "" {
+			mode = "iptables" // kube-proxy's default on Linux
+		}
+		d.kpcMode, _ = LookupMode(mode)
 		return nil
+	}
+	if d.strict && len(lenient) > 0 {
+		return refusedMode()
 	}
 	before := len(d.problems)
 	c.validateGiven()
 	defaultKubeProxyConfig(&c.Config)
 	c.validate()
 	if len(d.problems) > before {
-		return nil
+		return refusedMode()
 	}
 	c.values, c.changed = changedSettings(&c.Config)
 	return c

@@ -108,6 +108,8 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool, o Loa
 			d.kpc = readKubeProxyConfig(d, s, proxy, ref)
 			if d.kpc != nil && valueNode(proxy, "mode") == nil {
 				d.mode, _ = LookupMode(string(d.kpc.Config.Mode))
+			} else if d.kpcMode != nil && valueNode(proxy, "mode") == nil {
+				d.mode = d.kpcMode
 			}
 		}
 	}
@@ -259,6 +261,8 @@ func (d *decoder) validateProxy(v *Validator, p *Proxy) {
 	fromFile := d.kpc != nil && !d.kpc.Explicit("mode")
 	if fromFile {
 		p.Mode = string(d.kpc.Config.Mode)
+	} else if d.kpc == nil && d.kpcMode != nil && p.Mode == "" {
+		p.Mode = d.kpcMode.Name()
 	}
 	m, ok := LookupMode(p.Mode)
 	switch {
