@@ -28,7 +28,10 @@ import (
 type LoadOptions struct {
 	// Strict refuses objects of kinds proxysim does not model in the
 	// manifest files a scenario names (a cluster dump), which are
-	// otherwise skipped, each with a warning.
+	// otherwise skipped, each with a warning; and a kube-proxy
+	// configuration (proxy.config) with unknown or duplicated fields,
+	// which kube-proxy, and otherwise proxysim, reads leniently, with a
+	// warning for each.
 	Strict bool
 }
 
@@ -105,6 +108,8 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool, o Loa
 			d.kpc = readKubeProxyConfig(d, s, proxy, ref)
 			if d.kpc != nil && valueNode(proxy, "mode") == nil {
 				d.mode, _ = LookupMode(string(d.kpc.Config.Mode))
+			} else if d.kpcMode != nil && valueNode(proxy, "mode") == nil {
+				d.mode = d.kpcMode
 			}
 		}
 	}
@@ -256,6 +261,8 @@ func (d *decoder) validateProxy(v *Validator, p *Proxy) {
 	fromFile := d.kpc != nil && !d.kpc.Explicit("mode")
 	if fromFile {
 		p.Mode = string(d.kpc.Config.Mode)
+	} else if d.kpc == nil && d.kpcMode != nil && p.Mode == "" {
+		p.Mode = d.kpcMode.Name()
 	}
 	m, ok := LookupMode(p.Mode)
 	switch {
