@@ -33,10 +33,11 @@ demo:
 junit:
 	$(GO) test ./e2e -ginkgo.junit-report=$(CURDIR)/junit-e2e.xml
 
-## fuzz: short runs of the loader's and the replay's fuzzers
+## fuzz: short runs of the loader's, the replay's and the kube-proxy configuration reader's fuzzers
 fuzz:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzKubeProxyConfig$$' -fuzztime $(FUZZTIME)
 
 ## fuzz-fast: the fast manifest reader against yaml.v3, and the cut-out
 ## inline objects against the general path (their findings stay in
