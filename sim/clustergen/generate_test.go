@@ -381,3 +381,35 @@ func BenchmarkGenerate(b *testing.B) {
 		}
 	}
 }
+
+// The names and addresses docs/scenario-format.md ("cluster") promises.
+func TestDocumentedNamesAndAddresses(t *testing.T) {
+	c := mustGenerate(t, Spec{Services: 100, EndpointsPerService: Mix[int]{10: 1}, Nodes: 4,
+		Types: Mix[v1.ServiceType]{v1.ServiceTypeClusterIP: 1, v1.ServiceTypeLoadBalancer: 1}})
+	svc := c.Services[42]
+	if svc.Name != "svc-00042" || svc.Namespace != "gen" || svc.Spec.ClusterIP != "10.96.0.43" {
+		t.Errorf("Service 42: %s/%s %s", svc.Namespace, svc.Name, svc.Spec.ClusterIP)
+	}
+	sl := c.Slices[42]
+	if sl.Name != "svc-00042-0" || sl.Endpoints[0].Addresses[0] != "10.128.1.165" || sl.Endpoints[9].Addresses[0] != "10.128.1.174" {
+		t.Errorf("slice 42: %s %v..%v", sl.Name, sl.Endpoints[0].Addresses, sl.Endpoints[9].Addresses)
+	}
+	if n := c.Nodes[0]; n.Name != "node-000" || n.Status.Addresses[0].Address != "192.168.0.1" {
+		t.Errorf("node 0: %s %v", n.Name, n.Status.Addresses)
+	}
+	lbs := 0
+	for _, s := range c.Services {
+		if s.Spec.Type == v1.ServiceTypeLoadBalancer {
+			lbs++
+			if want := fmt.Sprintf("172.16.0.%d", lbs); s.Status.LoadBalancer.Ingress[0].IP != want {
+				t.Fatalf("LoadBalancer %d (%s): %s, want %s", lbs, s.Name, s.Status.LoadBalancer.Ingress[0].IP, want)
+			}
+			if s.Spec.Ports[0].Name != "port-0" || s.Spec.Ports[0].Port != 80 || s.Spec.Ports[0].TargetPort.IntVal != 8080 {
+				t.Errorf("%s ports %v", s.Name, s.Spec.Ports)
+			}
+		}
+	}
+	if lbs != 50 {
+		t.Errorf("%d LoadBalancers", lbs)
+	}
+}
