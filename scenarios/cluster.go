@@ -109,12 +109,7 @@ func (m *shareMix) decodeShares(d *decoder, n *yaml.Node, path string, numeric b
 		k, v := n.Content[i], n.Content[i+1]
 		p := join(path, k.Value)
 		e := mixEntry{key: k.Value, at: Pos{Line: k.Line, Column: k.Column, Path: p}}
-		if seen[k.Value] {
-			d.add(k, p, "%q given twice", k.Value)
-			ok = false
-			continue
-		}
-		seen[k.Value] = true
+		id := k.Value // what makes two keys the same value
 		if numeric {
 			c, err := strconv.Atoi(k.Value)
 			switch {
@@ -125,8 +120,14 @@ func (m *shareMix) decodeShares(d *decoder, n *yaml.Node, path string, numeric b
 				d.add(k, p, "must not be negative, got %d", c)
 				ok = false
 			}
-			e.count = c
+			e.count, id = c, strconv.Itoa(c)
 		}
+		if seen[id] {
+			d.add(k, p, "%q given twice", k.Value)
+			ok = false
+			continue
+		}
+		seen[id] = true
 		sm := percentRE.FindStringSubmatch(v.Value)
 		if v.Kind != yaml.ScalarNode || sm == nil {
 			d.add(v, p, "want a percentage such as 50%% or 12.5%%, got %q", v.Value)

@@ -46,6 +46,16 @@ cluster:
 timeline:
   - {at: 1s, run: true}
 `, "x.yaml:7:35: cluster.generate.endpointsPerService.-2: must not be negative, got -2"},
+		{"one count written twice", `
+name: x
+proxy: {version: v1.34.0}
+cluster:
+  generate:
+    services: 3
+    ports: {1: 50%, 01: 50%}
+timeline:
+  - {at: 1s, run: true}
+`, "x.yaml:7:21: cluster.generate.ports.01: \"01\" given twice"},
 		{"percentages short of 100%", `
 name: x
 proxy: {version: v1.34.0}
