@@ -243,6 +243,7 @@ of its budget.`,
 	replay.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
 	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
 
+	var printObjects bool
 	validate := &cobra.Command{
 		Use:   "validate FILE|FOLDER|NAME...",
 		Short: "Check scenarios without running them (a folder: the scenarios replay would find in it)",
@@ -257,11 +258,18 @@ of its budget.`,
 				return err
 			}
 			for _, s := range list {
+				if printObjects {
+					if err := writeObjects(stdout, s); err != nil {
+						return fail(exitCannotRun, err)
+					}
+					continue
+				}
 				fmt.Fprintf(stdout, "ok %s (%s): %d objects, %d steps, %v of virtual time\n", s.Name, s.File, len(s.Initial), len(s.Timeline), s.Length())
 			}
 			return nil
 		},
 	}
+	validate.Flags().BoolVar(&printObjects, "objects", false, "print the objects each scenario starts with (generated and listed), one JSON object a line, instead of the summary: a dump objects: [{file: ...}] reads")
 
 	var traceWork bool
 	traceCmd := &cobra.Command{
