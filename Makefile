@@ -5,7 +5,7 @@ FUZZTIME ?= 20s
 # The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
 SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
-.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example
+.PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example ci-recipe
 
 all: vet test
 
@@ -145,3 +145,25 @@ upstream-bubble:
 BUBBLE_RUNS ?= 5
 
 ci: vet test race fuzz upstream
+
+## ci-recipe: the users' CI recipe (docs/ci/proxysim-ci.sh) on its sample folder
+## (docs/ci/sample), with proxysim go-installed outside the repo: the fake
+## dataplane; as root, this host's kernel (iptables on both backends,
+## nftables); the example proxy's ReplayInBubble tests (examples/naiveproxy).
+## IPVS is left out unless CI_RECIPE_IPVS=vm (QEMU) or netns (a kernel with
+## ip_vs). JUnit reports in artifacts/ci-recipe/.
+CI_RECIPE_IPVS ?=
+ci-recipe:
+	rm -rf artifacts/ci-recipe
+	CGO_ENABLED=0 GOBIN=$(CURDIR)/bin/ci-recipe $(GO) install ./cmd/proxysim
+	CGO_ENABLED=0 PROXYSIM=$(CURDIR)/bin/ci-recipe/proxysim PROXYSIM_RESULTS=$(CURDIR)/artifacts/ci-recipe \
+	PROXYSIM_IPTABLES_BACKENDS="nft legacy" PROXYSIM_GO_PACKAGES=./examples/naiveproxy \
+	PROXYSIM_SKIP_NETNS=$$([ "$$(id -u)" = 0 ] || echo 1) \
+	PROXYSIM_SKIP_IPVS=$$([ -n "$(CI_RECIPE_IPVS)" ] || echo 1) PROXYSIM_IPVS_DATAPLANE=$(or $(CI_RECIPE_IPVS),vm) \
+	bash docs/ci/proxysim-ci.sh docs/ci/sample
+
+## docs: regenerate the generated docs (docs/reference/cli.md from the CLI's
+## commands); `go test ./docs` then checks every page's links and commands
+.PHONY: docs
+docs:
+	$(GO) test ./cmd/proxysim -run '^TestCLIReferenceIsCurrent$$' -count=1 -update-docs

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -69,7 +70,16 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 				Skip("passes on the fake; kernel half skipped (" + why + "): " + howToRun)
 			}
 			kernel, err := kernelReplay(name, s)
-			Expect(err).NotTo(HaveOccurred())
+			if err != nil {
+				// A step that needs what an earlier step failed to make (a
+				// connection whose connect timed out on a loaded host, seen
+				// once on 5.10 beside five other builds) ends the replay
+				// with an error rather than a failure: replayed once more,
+				// like a disagreement.
+				report("kernel %s: the first replay ended in an error, replaying once more: %v", name, err)
+				kernel, err = scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+				Expect(err).NotTo(HaveOccurred())
+			}
 			GinkgoWriter.Printf("%s on %s: %v of real time\n", name, kernel.Env, kernel.Wall)
 			if outcome(kernel) != outcome(fake) {
 				// A kernel under QEMU's software emulation, on a host busy
@@ -85,6 +95,34 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 				GinkgoWriter.Printf("%s on %s, second replay: %v of real time\n", name, kernel.Env, kernel.Wall)
 			}
 			Expect(outcome(kernel)).To(Equal(outcome(fake)), describe(kernel))
+
+			// The fake told this kernel's own version (its release and the
+			// upstream version Debian reports) must predict it too: the
+			// version rules (fakes/kernelfix.go) meet each kernel of the
+			// matrix, not only the version the scenario names.
+			here, version, err := fakeAsThisKernel(name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(outcome(here)).To(Equal(outcome(kernel)), "the fake as kernel %s:\n%s", version, describe(here))
 		})
 	}
 })
+
+// fakeAsThisKernel replays a kernel-suite scenario on the fake with
+// proxy.kernel set to the running kernel's version.
+func fakeAsThisKernel(name string) (*scenarios.Result, string, error) {
+	version, err := netns.KernelVersion()
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := scenarios.LoadLibrary(name)
+	if err != nil {
+		return nil, version, err
+	}
+	set, ok := ipvsmode.SettingsOf(s)
+	if !ok {
+		return nil, version, fmt.Errorf("%s is not an IPVS scenario", name)
+	}
+	set.Kernel = version
+	res, err := scenarios.Replay(s, scenarios.Options{})
+	return res, version, err
+}

@@ -255,7 +255,7 @@ func (f *IPVS) DeleteRealServer(vs ipvs.VirtualServer, rs ipvs.RealServer) error
 		return err
 	}
 	d.available = false
-	if f.kernel.AtLeast(5, 9) && f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {
+	if fixNodestConnWork.in(f.kernel) && f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1 {
 		// From 5.9 deleting a destination with expire_nodest_conn queues
 		// work (a jiffy later) that drops every entry still bound to it and
 		// each template left controlling none (ip_vs_ctl.c ip_vs_del_dest,
@@ -705,9 +705,8 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		nodest := f.sysctlValue(ipvs.SysctlExpireNodestConn) == 1
 		oldCT := f.usesOldConntrack()
 		// ip_vs_core.c ip_vs_in, for a SYN that finds an entry. A quiescent
-		// destination with expire_nodest_conn reschedules; until "ipvs: Fix
-		// reuse connection if RS weight is 0" (5.16, and stable updates of
-		// older series from December 2021) only under conn_reuse_mode != 0.
+		// destination with expire_nodest_conn reschedules; without
+		// fixQuiescentReuse only under conn_reuse_mode != 0.
 		// conn_reuse_mode != 0 also reschedules an entry that is not
 		// controlled by a template and is in TIME_WAIT or CLOSE
 		// (is_new_conn_expected).
@@ -741,14 +740,14 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 		}
 		if !old.dest.available {
 			// The destination is gone. With expire_nodest_conn the entry
-			// goes; from 5.9 the SYN then goes on to be scheduled afresh
-			// (its conntrack entry is new, unconfirmed), before 5.9 it is
-			// dropped and its retransmission, a second later, is scheduled.
-			// Without expire_nodest_conn the SYN is dropped and the entry
-			// stays.
+			// goes; with fixNodestConnWork (5.9) the SYN then goes on to be
+			// scheduled afresh (its conntrack entry is new, unconfirmed);
+			// without, it is dropped and its retransmission, a second
+			// later, is scheduled. Without expire_nodest_conn the SYN is
+			// dropped and the entry stays.
 			if nodest {
 				f.drop(old, at)
-				if f.kernel.AtLeast(5, 9) {
+				if fixNodestConnWork.in(f.kernel) {
 					return f.newConn(name, proto, client, vsKey, at)
 				}
 			}
@@ -769,18 +768,17 @@ func (f *IPVS) syn(name, proto, client, vsKey string, at time.Time) (*conn, bool
 
 // quiescentReschedAnyMode reports whether the kernel reschedules a SYN whose
 // entry points at a quiescent destination (with expire_nodest_conn) whatever
-// conn_reuse_mode says: mainline from 5.16 (commit c95c07836fa4). The
-// stable series before it got the fix in their updates of December 2021,
-// which a bare version number cannot show: the fake follows mainline there.
+// conn_reuse_mode says: mainline from 5.16, and the stable series that took
+// the fix (Debian's 5.10 among them; see fixQuiescentReuse).
 func (f *IPVS) quiescentReschedAnyMode() bool {
-	return f.kernel.AtLeast(5, 16)
+	return fixQuiescentReuse.in(f.kernel)
 }
 
 // usesOldConntrack reports whether, on a reused port, the kernel finds an
-// old confirmed conntrack entry and drops the SYN: true with vs/conntrack=1
-// before 5.9, which began allowing reuse of an unconfirmed conntrack.
+// old confirmed conntrack entry and drops the SYN: with vs/conntrack=1 on a
+// kernel without fixUnconfirmedConntrack.
 func (f *IPVS) usesOldConntrack() bool {
-	return f.sysctlValue(ipvs.SysctlConntrack) == 1 && !f.kernel.AtLeast(5, 9)
+	return f.sysctlValue(ipvs.SysctlConntrack) == 1 && !fixUnconfirmedConntrack.in(f.kernel)
 }
 
 func expiry(at time.Time, d time.Duration) time.Time {

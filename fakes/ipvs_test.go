@@ -285,12 +285,25 @@ func TestDeletionDropsEntriesFromKernel59(t *testing.T) {
 
 // A quiescent server's entry is rescheduled under expire_nodest_conn
 // whatever conn_reuse_mode says from 5.16 ("ipvs: Fix reuse connection if
-// RS weight is 0"); mainline before it only under conn_reuse_mode != 0.
-func TestQuiescentRescheduleWithConnReuseModeZeroFromKernel516(t *testing.T) {
+// RS weight is 0"), and in each stable series from the release that took the
+// backport; before, only under conn_reuse_mode != 0. The version is the
+// upstream one: Debian's release name alone (patch 0) reads as unpatched.
+func TestQuiescentRescheduleWithConnReuseModeZeroByFullVersion(t *testing.T) {
 	for _, tc := range []struct {
 		kernel string
 		sticks bool
-	}{{"5.10.0", true}, {"5.16.0", false}, {"6.1.0", false}} {
+	}{
+		{"4.14.256", true}, {"4.14.257", false},
+		{"4.19.218", true}, {"4.19.219", false},
+		{"5.4.162", true}, {"5.4.163", false},
+		{"5.10.82", true}, {"5.10.83", false},
+		{"5.10.0-46-cloud-amd64", true},
+		{"5.10.0-46-cloud-amd64 (5.10.262)", false},
+		{"5.10.0-46-cloud-amd64 (Debian 5.10.262-1)", false},
+		{"5.14.21", true}, // ended before the fix
+		{"5.15.5", true}, {"5.15.6", false},
+		{"5.16.0", false}, {"6.1.0", false}, {"6.12.117", false},
+	} {
 		k := newKernel(t, tc.kernel, "rr", false, "10.244.1.1", "10.244.1.2")
 		_ = k.s.Set(ipvs.SysctlConnReuseMode, 0)
 		_ = k.s.Set(ipvs.SysctlExpireNodestConn, 1)
@@ -298,7 +311,51 @@ func TestQuiescentRescheduleWithConnReuseModeZeroFromKernel516(t *testing.T) {
 		_ = k.h.Close("a")
 		k.weight(first[:len(first)-5], 0)
 		if s := k.server("b", "10.0.0.1:40000"); (s == first) != tc.sticks {
-			t.Fatalf("%s: reconnect went to %s (quiescent %s), want sticking=%v", tc.kernel, s, first, tc.sticks)
+			t.Errorf("%s: reconnect went to %s (quiescent %s), want sticking=%v", tc.kernel, s, first, tc.sticks)
+		}
+	}
+}
+
+// Under vs/conntrack 1, a SYN reusing a port drops once (1 s) for the old
+// confirmed conntrack entry until "ipvs: allow connection reuse for
+// unconfirmed conntrack": mainline 5.9, stable 5.7.16 and 5.8.2.
+func TestFirstSynDropByFullVersion(t *testing.T) {
+	for _, tc := range []struct {
+		kernel string
+		drops  bool
+	}{
+		{"5.4.300", true},
+		{"5.7.15", true}, {"5.7.16", false},
+		{"5.8.1", true}, {"5.8.2", false},
+		{"5.9.0", false},
+	} {
+		first, r := reuse(t, tc.kernel, 1, 1)
+		want := time.Duration(0)
+		if tc.drops {
+			want = time.Second
+		}
+		if r.Err != nil || r.Latency != want || r.Server == first {
+			t.Errorf("%s, mode 1, conntrack 1: want a new server after %v; first %s, got %+v", tc.kernel, want, first, r)
+		}
+	}
+}
+
+// Deleting a real server drops its entries at once only with "ipvs: queue
+// delayed work to expire no destination connections" (mainline 5.9, never
+// backported): 5.8.2, which has the unconfirmed-conntrack fix, still keeps
+// them until their next packet.
+func TestDeletionFlushByFullVersion(t *testing.T) {
+	for _, tc := range []struct {
+		kernel string
+		gone   bool
+	}{{"5.8.2", false}, {"5.8.18", false}, {"5.9.0", true}, {"5.10.0-46-cloud-amd64 (5.10.262)", true}} {
+		k := newKernel(t, tc.kernel, "rr", false, "10.244.1.1", "10.244.1.2")
+		_ = k.s.Set(ipvs.SysctlExpireNodestConn, 1)
+		first := k.server("a", "10.0.0.1:40000")
+		_ = k.h.Close("a")
+		_ = k.h.DeleteRealServer(k.vs, ipvs.RealServer{Address: first[:len(first)-5], Port: 8080})
+		if info, _ := k.h.Conn("a"); (info.State == "GONE") != tc.gone {
+			t.Errorf("%s: entry after deletion: %+v, want gone=%v", tc.kernel, info, tc.gone)
 		}
 	}
 }

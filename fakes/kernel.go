@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultSysctls are the values a fresh network namespace has on Linux 6.1,
-// as measured in the VM (see the README's privileged suite section).
+// as measured in the VM (see docs/explanation/kernel-suite.md).
 func DefaultSysctls() map[string]int {
 	return map[string]int{
 		ipvs.SysctlConntrack:               0,

@@ -12,6 +12,7 @@
 // The host's own namespace is never changed: code runs inside a namespace on
 // a locked OS thread that is restored afterwards (or, if restoring fails,
 // discarded), and a command runs only from such a thread. Everything here
-// needs root; the IPVS parts need a kernel with ip_vs, the iptables parts
-// the tools netns/hostdeps.sh installs.
+// needs root; the IPVS parts need a kernel with ip_vs, the iptables and
+// nftables parts their user-space tools: `proxysim doctor` (package doctor)
+// says which are missing and how to install them.
 package netns

@@ -31,8 +31,13 @@ var IPTablesBackends = []IPTablesBackend{NFT, Legacy}
 // update-alternatives links are never read or changed.
 func (b IPTablesBackend) Binary() string { return "xtables-" + string(b) + "-multi" }
 
+// DoctorHint ends the errors that say something is not installed: the
+// command that says what this machine lacks and how to install it. It names
+// no file of the repository: a `go install` user has none.
+const DoctorHint = "run `proxysim doctor` to see what this machine lacks and how to install it"
+
 // ErrNoIPTables says the iptables user-space tools are not installed.
-var ErrNoIPTables = errors.New("iptables is not installed (no xtables-nft-multi / xtables-legacy-multi): run `bash netns/hostdeps.sh` as root")
+var ErrNoIPTables = errors.New("iptables is not installed (no xtables-nft-multi / xtables-legacy-multi; Debian's and Ubuntu's package iptables has both): " + DoctorHint)
 
 // LookIPTables finds the backend's binary in PATH or /usr/sbin (root's
 // PATH may lack sbin in some shells).

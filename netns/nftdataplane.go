@@ -2,6 +2,7 @@ package netns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -34,6 +35,9 @@ func OpenNFTablesDataplane(nodeIPs []string) (*NFTablesDataplane, error) {
 		return nil, err
 	}
 	out, err := exec.Command("nft", "--version").Output()
+	if errors.Is(err, exec.ErrNotFound) {
+		return nil, fmt.Errorf("nft is not installed (the nftables mode's netns dataplane runs it; Debian's and Ubuntu's package nftables): %s", DoctorHint)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("nft --version: %w", err)
 	}

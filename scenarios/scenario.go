@@ -3,6 +3,11 @@
 // timeline, and say what must be true along the way. The format is defined in
 // docs/scenario-format.md.
 //
+// The entry points: Load, LoadLibrary or Parse a scenario; Replay it on
+// proxysim's engine and print the Result with Report (what the CLI does);
+// or ReplayInBubble, to replay it against a proxy of your own in a
+// testing/synctest bubble. The package's examples show each.
+//
 // Loading never runs anything: a file with any problem is rejected whole,
 // with every problem reported as file:line:column: field.path: message.
 //

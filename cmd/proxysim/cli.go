@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,10 +84,24 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Replay Kubernetes service proxy sync scenarios in virtual time",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Long: `proxysim replays scenarios against kube-proxy's sync engine (informers,
-change trackers, BoundedFrequencyRunner, IPVS proxier) in virtual time.
+		Long: `proxysim replays scenarios of a Kubernetes service proxy's sync in virtual
+time: a cluster, a timeline of changes, and what must hold along the way.
 
-A scenario is a YAML file, or the name of a bundled one (see 'proxysim list').
+The engine reproduces kube-proxy's sync in its three modes: iptables, nftables
+and IPVS (proxy.mode), each behind the BoundedFrequencyRunner of its version (the
+burst runner up to v1.33, the cooldown runner from v1.34). Beside the proxy,
+a scenario can run the EndpointSlice and Endpoints controllers, which turn
+Pods into the objects the proxy reads, and the ingress-nginx controller's
+sync loop.
+
+The dataplane is a fake of the kernel by default; --dataplane netns
+programs this host's kernel in throwaway network namespaces (iptables,
+nftables, IPVS where the kernel has ip_vs; root), and --dataplane vm runs
+IPVS in Debian's kernel under QEMU. 'proxysim doctor' says which of them
+this machine can drive, and how to install what is missing.
+
+A scenario is a YAML file, a folder of them (replay), or the name of a
+bundled one (see 'proxysim list').
 Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
 input (nothing was run), 3 the replay could not run or ran out of its event
 or memory budget, 4 an internal error of proxysim.`,
@@ -104,26 +119,61 @@ or memory budget, 4 an internal error of proxysim.`,
 		debug.SetMemoryLimit(scenarios.GCLimit(o.MaxMemory))
 		return o
 	}
+	var out replayOutput
 	replay := &cobra.Command{
-		Use:   "replay FILE|NAME...",
+		Use:   "replay FILE|FOLDER|NAME...",
 		Short: "Replay scenarios and check their expectations",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `replay replays each scenario named (a file, a bundled scenario's name, or a
+folder) and checks its expectations, in the order given.
+
+A folder is searched recursively for scenarios, in lexical order of their
+paths: every .yaml or .yml file whose document has a top-level proxy or
+timeline key and neither kind nor apiVersion (Kubernetes objects and
+kube-proxy configurations, which scenarios name). Folders named manifests,
+golden or goldens, and hidden folders, are not entered: they hold what
+scenarios name, as in the bundled library. Other YAML files are named on
+stderr as skipped; a folder with no scenario is an error (exit 2).
+
+For CI: --junit FILE writes a JUnit XML report (a test case per scenario,
+a failure per expectation that did not hold, at its file:line), and
+--format json prints one JSON document instead of the text report.
+
+Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
+input (nothing was run; every file is loaded before any runs), 3 a replay
+could not run (its dataplane is missing: see 'proxysim doctor') or ran out
+of its budget.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			if dataplane == "vm" && metricsFile != "" {
 				return fail(exitInvalid, fmt.Errorf("--metrics is not available with --dataplane vm"))
 			}
+			files, err := folderArgs(args, stderr)
+			if err != nil {
+				return err
+			}
+			out.report.Dataplane = dataplane
 			if dataplane == "vm" {
-				if _, err := ld.loadAll(args); err != nil {
+				list, err := ld.loadAll(files)
+				if err != nil {
 					return err
 				}
-				return replayInVM(cmd.Context(), args, update, verbose, ld.strict, stdout)
+				if len(out.keep(list, stderr)) == 0 {
+					return out.finish(stdout) // nothing for the VM to do: no boot
+				}
+				return replayInVM(cmd.Context(), files, update, verbose, ld.strict, &out, stdout, stderr)
 			}
 			if metricsAt != nil && metricsFile == "" {
 				return fail(exitInvalid, fmt.Errorf("--metrics-at needs --metrics FILE"))
 			}
-			factory, list, err := ld.prepare(dataplane, args)
+			factory, list, err := ld.prepare(dataplane, files)
 			if err != nil {
 				return err
+			}
+			if list = out.keep(list, stderr); len(list) == 0 {
+				return out.finish(stdout)
 			}
 			if metricsFile != "" && len(list) != 1 {
 				return fail(exitInvalid, fmt.Errorf("--metrics needs exactly one scenario, got %d", len(list)))
@@ -132,7 +182,13 @@ or memory budget, 4 an internal error of proxysim.`,
 				return fail(exitInvalid, fmt.Errorf("--metrics-at %v: after the end of %s (%v)", *metricsAt, list[0].Name, list[0].Length()))
 			}
 			code := exitPass
-			prog := newProgress(stderr, isTerminal, time.Now)
+			terminal := isTerminal
+			if out.vmResult {
+				// Inside the VM stderr is the serial console, a terminal
+				// whose redrawn lines would land in the host's log.
+				terminal = func(io.Writer) bool { return false }
+			}
+			prog := newProgress(stderr, terminal, time.Now)
 			for _, s := range list {
 				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})
 				opts.Progress = func(d time.Duration) {
@@ -141,14 +197,20 @@ or memory budget, 4 an internal error of proxysim.`,
 				if !verbose {
 					opts.TraceKeep = traceTail
 				}
+				opts.TraceWork = verbose
 				if metricsAt != nil {
 					d := time.Duration(*metricsAt)
 					opts.MetricsAt = &d
 				}
 				res, err := scenarios.Replay(s, opts)
 				prog.done()
+				out.record(s, res, err)
 				if err != nil {
-					fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
+					if out.text() {
+						fmt.Fprintf(stdout, "ERROR %s: %v\n", s.Name, err)
+					} else {
+						fmt.Fprintf(stderr, "ERROR %s: %v\n", s.Name, err)
+					}
 					code = max(code, exitCannotRun)
 					continue
 				}
@@ -157,10 +219,15 @@ or memory budget, 4 an internal error of proxysim.`,
 						return fail(exitCannotRun, err)
 					}
 				}
-				scenarios.Report(stdout, res, verbose)
+				if out.text() {
+					scenarios.Report(stdout, res, verbose)
+				}
 				if !res.Passed() {
 					code = max(code, exitFail)
 				}
+			}
+			if err := out.finish(stdout); err != nil {
+				return err
 			}
 			if code != exitPass {
 				return fail(code, nil)
@@ -168,19 +235,24 @@ or memory budget, 4 an internal error of proxysim.`,
 			return nil
 		},
 	}
+	out.flags(replay)
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
 	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (each mode's blocks and files: ipvs, iptables, nftables) with what the replay produced")
-	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
+	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace, with each sync's work (run.work)")
 	replay.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
 	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
 
 	validate := &cobra.Command{
-		Use:   "validate FILE|NAME...",
-		Short: "Check scenarios without running them",
+		Use:   "validate FILE|FOLDER|NAME...",
+		Short: "Check scenarios without running them (a folder: the scenarios replay would find in it)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			list, err := ld.loadAll(args)
+			files, err := folderArgs(args, stderr)
+			if err != nil {
+				return err
+			}
+			list, err := ld.loadAll(files)
 			if err != nil {
 				return err
 			}
@@ -191,6 +263,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		},
 	}
 
+	var traceWork bool
 	traceCmd := &cobra.Command{
 		Use:   "trace FILE|NAME",
 		Short: "Replay one scenario and print its trace as JSON Lines",
@@ -202,7 +275,7 @@ or memory budget, 4 an internal error of proxysim.`,
 			}
 			// The trace streams out as it is made: a long replay holds
 			// only the tail a failure shows.
-			res, err := scenarios.Replay(list[0], budgets(scenarios.Options{Dataplane: factory, TraceStream: stdout, TraceKeep: traceTail}))
+			res, err := scenarios.Replay(list[0], budgets(scenarios.Options{Dataplane: factory, TraceStream: stdout, TraceKeep: traceTail, TraceWork: traceWork}))
 			if err != nil {
 				return fail(exitCannotRun, err)
 			}
@@ -213,6 +286,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		},
 	}
 	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
+	traceCmd.Flags().BoolVar(&traceWork, "work", false, "add a run.work event after each sync: what it wrote to the dataplane and read back (docs/sync-work.md)")
 	traceCmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy")
 	for _, c := range []*cobra.Command{replay, traceCmd} {
 		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
@@ -231,21 +305,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		}
 	}
 
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the bundled scenarios",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, name := range scenarios.LibraryNames() {
-				s, err := scenarios.LoadLibrary(name)
-				if err != nil {
-					return fail(exitCannotRun, err)
-				}
-				fmt.Fprintf(stdout, "%-40s %s\n", name, firstLine(s.Description))
-			}
-			return nil
-		},
-	}
+	list := newList(stdout)
 
 	show := &cobra.Command{
 		Use:   "show NAME",
@@ -283,7 +343,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	vmCmd.Flags().DurationVar(&vmTimeout, "timeout", 10*time.Minute, "bound on the whole VM run")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps (otherwise skipped with a warning)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld))
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld))
 	return root
 }
 
@@ -293,8 +353,9 @@ const traceTail = 256
 
 // replayInVM runs this very binary inside the VM as `replay --dataplane
 // netns`; bundled scenarios travel inside the binary, files with their whole
-// folder (for the manifests they name).
-func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, stdout io.Writer) error {
+// folder (for the manifests they name). Folders are expanded into their
+// scenario files before: only the folders holding scenarios are copied.
+func replayInVM(ctx context.Context, args []string, update, verbose, strict bool, out *replayOutput, stdout, stderr io.Writer) error {
 	if update {
 		return fail(exitInvalid, errors.New("--update cannot rewrite files from inside the VM; update goldens on the fake dataplane"))
 	}
@@ -302,7 +363,10 @@ func replayInVM(ctx context.Context, args []string, update, verbose, strict bool
 	if err != nil {
 		return fail(exitCannotRun, err)
 	}
-	inner := []string{"replay", "--dataplane", "netns"}
+	inner := []string{"replay", "--dataplane", "netns", "--vm-result"}
+	if len(out.modes) > 0 {
+		inner = append(inner, "--mode", strings.Join(out.modes, ","))
+	}
 	if verbose {
 		inner = append(inner, "-v")
 	}
@@ -323,9 +387,27 @@ func replayInVM(ctx context.Context, args []string, update, verbose, strict bool
 	}
 	ctx, stop := interruptible(ctx)
 	defer stop()
-	res, err := vm.Run(ctx, vm.Config{Console: stdout}, self, inner, &files)
+	// The guest's text report goes to stdout, or to stderr when stdout
+	// carries the JSON report.
+	console := &vmConsole{w: stdout}
+	if !out.text() {
+		console.w = stderr
+	}
+	res, err := vm.Run(ctx, vm.Config{Console: console}, self, inner, &files)
 	if err != nil {
-		return fail(exitCannotRun, fmt.Errorf("%w (the proxysim binary must be static: CGO_ENABLED=0 go build ./cmd/proxysim)", err))
+		return fail(exitCannotRun, fmt.Errorf("%w (the proxysim binary must be static: CGO_ENABLED=0 go install or go build)", err))
+	}
+	if console.report != nil {
+		// The VM's report, under the names the host gave.
+		dp := out.report.Dataplane
+		out.report = *console.report
+		out.report.Dataplane = dp
+		hostFiles(&out.report, &files)
+		if err := out.finish(stdout); err != nil {
+			return err
+		}
+	} else if res.ExitCode == exitPass || res.ExitCode == exitFail {
+		return fail(exitCannotRun, cmp.Or(console.err, errNoVMReport))
 	}
 	if res.ExitCode != 0 {
 		return fail(res.ExitCode, nil)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -103,6 +104,8 @@ says why) or an output could not be written.`,
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "PATH=V1,V2,...: a field of the scenario document (dotted, such as proxy.minSyncPeriod) and the values to sweep it over; repeat for a cross product")
 	cmd.Flags().StringVar(&shardArg, "shard", "", "I/N: run only the points whose index is I modulo N; /N (or $JOB_COMPLETION_INDEX/N, unexpanded) reads I from JOB_COMPLETION_INDEX")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "points replayed at once")
+	// The default depends on the machine; the generated CLI reference says so.
+	_ = cmd.Flags().SetAnnotation("workers", docsDefault, []string{"GOMAXPROCS"})
 	cmd.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a point's replay (its row says so; exit 3) after this many trace events and clock steps")
 	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a point's replay when the process's live heap (shared by the points replaying at once) passes this many MiB")
 	out.flags(cmd)
@@ -145,15 +148,24 @@ every point exactly once; otherwise merge exits 2.`,
 // flags adds the output flags, for sweep and merge alike.
 func (o *sweepOutput) flags(cmd *cobra.Command) {
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.format, "format", "text", "table format: text (aligned columns), csv or json (the report shards merge from)")
-	pf.StringVarP(&o.file, "output", "o", "", "write the table to FILE instead of standard output")
+	pf.StringVar(&o.format, "format", "", "table format: text (aligned columns), csv or json (the report shards merge from); default: -o's extension (.json, .csv), else text")
+	pf.StringVarP(&o.file, "output", "o", "", "write the table to FILE instead of standard output; FILE.json or FILE.csv picks that format")
 	pf.StringArrayVar(&o.plots, "plot", nil, "write a plot to FILE: an SVG chart (.svg) or a self-contained HTML page with the chart and the table (.html)")
 	pf.StringVar(&o.metric, "plot-metric", "p99", "the plot's y: "+strings.Join(sweep.Metrics, ", "))
 }
 
+// check refuses bad output flags, and settles the format: --format, else
+// the one -o's extension names (a shard written as all.json must be JSON for
+// merge to read it), else text.
 func (o *sweepOutput) check() error {
+	implied := formatOfFile(o.file)
 	switch o.format {
+	case "":
+		o.format = cmp.Or(implied, "text")
 	case "text", "csv", "json":
+		if implied != "" && implied != o.format {
+			return fail(exitInvalid, fmt.Errorf("--format %s conflicts with -o %s, which names a %s file: drop --format, or name the file to match", o.format, o.file, implied))
+		}
 	default:
 		return fail(exitInvalid, fmt.Errorf("--format %q: want text, csv or json", o.format))
 	}
@@ -195,6 +207,18 @@ func (o *sweepOutput) write(rep *sweep.Report, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// formatOfFile is the table format a file name's extension asks for, or ""
+// when it names none.
+func formatOfFile(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".json":
+		return "json"
+	case ".csv":
+		return "csv"
+	}
+	return ""
 }
 
 // parseShard reads --shard: "" (the whole sweep), I/N, or /N with I from

@@ -149,6 +149,9 @@ func TestSweepRefusesBadInputWithExitTwo(t *testing.T) {
 		{sweepArgs("--shard", "1/0"), "--shard 1/0: want I/N"},
 		{sweepArgs("--workers", "0"), "--workers 0: must be at least 1"},
 		{sweepArgs("--format", "xml"), "--format \"xml\": want text, csv or json"},
+		{sweepArgs("--format", "text", "-o", "all.json"), "--format text conflicts with -o all.json, which names a json file"},
+		{sweepArgs("--format", "json", "-o", "all.csv"), "--format json conflicts with -o all.csv, which names a csv file"},
+		{[]string{"sweep", "merge", "--format", "csv", "-o", "m.JSON", "x.json"}, "--format csv conflicts with -o m.JSON"},
 		{sweepArgs("--plot", "p.png"), "--plot p.png: name an .svg or .html file"},
 		{sweepArgs("--plot-metric", "cost"), "--plot-metric \"cost\": want one of"},
 		{[]string{"sweep", "no-such-scenario", "--set", "proxy.version=v1.34.0"}, "no-such-scenario: no such file"},
@@ -308,7 +311,7 @@ func TestIndexedJobExampleIsAJobThatRunsTheSweep(t *testing.T) {
 }
 
 // TestSweepExamplePlotIsCurrent checks that docs/sweep-example.svg, the
-// README's plot, is what the Makefile's SWEEP_EXAMPLE sweep draws today.
+// plot in docs/how-to/sweep.md, is what the Makefile's SWEEP_EXAMPLE sweep draws today.
 func TestSweepExamplePlotIsCurrent(t *testing.T) {
 	mk := readFile(t, "../../Makefile")
 	var args []string
@@ -340,5 +343,51 @@ func TestSweepPointThatCannotRunExitsThreeAndSaysWhyInItsRow(t *testing.T) {
 	// With room, the same sweep runs.
 	if code, _, errs := runCLI(sweepArgs("--max-events", "100000")...); code != exitPass {
 		t.Errorf("code %d: %s", code, errs)
+	}
+}
+
+// -o FILE.json without --format writes the JSON report (which merge reads),
+// FILE.csv the CSV; another extension keeps text.
+func TestSweepOutputFormatFollowsTheFileExtension(t *testing.T) {
+	dir := t.TempDir()
+	sets := []string{"sweep", "churn-iptables", "--set", "proxy.minSyncPeriod=0s,1s"}
+	_, wantJSON, _ := runCLI(append(sets, "--format", "json")...)
+	_, wantCSV, _ := runCLI(append(sets, "--format", "csv")...)
+	_, wantText, _ := runCLI(sets...)
+	for _, c := range []struct{ file, want string }{
+		{"all.json", wantJSON}, {"all.csv", wantCSV}, {"all.txt", wantText}, {"all", wantText},
+		{"same.json", wantJSON}, // --format agreeing with the extension is fine
+	} {
+		name := filepath.Join(dir, c.file)
+		args := append(sets, "-o", name)
+		if c.file == "same.json" {
+			args = append(args, "--format", "json")
+		}
+		if code, out, errs := runCLI(args...); code != exitPass || out != "" {
+			t.Fatalf("-o %s: code %d, stdout %q, %s", c.file, code, out, errs)
+		}
+		if got := readFile(t, name); got != c.want {
+			t.Errorf("-o %s wrote:\n%s\nwant\n%s", c.file, got, c.want)
+		}
+	}
+	if !strings.HasPrefix(wantJSON, "{") || !strings.Contains(wantCSV, ",") {
+		t.Fatalf("formats not told apart:\n%s\n%s", wantJSON, wantCSV)
+	}
+	// merge reads the .json file the sweep wrote without --format, and
+	// writes its own -o by extension too.
+	merged := filepath.Join(dir, "merged.csv")
+	if code, _, errs := runCLI("sweep", "merge", "-o", merged, filepath.Join(dir, "all.json")); code != exitPass {
+		t.Fatalf("merge: code %d: %s", code, errs)
+	}
+	if got := readFile(t, merged); got != wantCSV {
+		t.Errorf("merge -o merged.csv:\n%s\nwant\n%s", got, wantCSV)
+	}
+	// A refused combination writes nothing.
+	bad := filepath.Join(dir, "bad.json")
+	if code, _, _ := runCLI(append(sets, "--format", "text", "-o", bad)...); code != exitInvalid {
+		t.Errorf("conflicting --format: code %d, want %d", code, exitInvalid)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("a refused sweep wrote %s: %v", bad, err)
 	}
 }

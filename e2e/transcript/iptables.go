@@ -2,7 +2,7 @@ package transcript
 
 // The comparison of iptables tables written by two implementations, shared
 // by the e2e modules that compare proxysim with kube-proxy releases
-// (e2e/upstream, e2e/upstream133). See README, "iptables mode", for why
+// (e2e/upstream, e2e/upstream133). See docs/explanation/mode-iptables.md for why
 // each normalisation is there.
 
 import (

@@ -20,7 +20,7 @@ type Verdict struct {
 // CheckVerdicts pins a bubble comparison's table: the rows must equal the
 // golden file's, so a scenario that drops out of the comparison, turns
 // from identical to listed, or changes its number of syncs fails the test
-// (the README's results table is this file, counted). With update the
+// (docs/explanation/bubble.md's results table is this file, counted). With update the
 // file is rewritten instead; review the diff.
 func CheckVerdicts(t testing.TB, golden, title string, rows []Verdict, update bool) {
 	t.Helper()
@@ -53,7 +53,7 @@ func CheckVerdicts(t testing.TB, golden, title string, rows []Verdict, update bo
 		t.Fatalf("%v (write it with -update-bubble, then review it)", err)
 	}
 	if want := string(data); got != want {
-		t.Errorf("the comparison's verdicts are not those pinned in %s (rerun with -update-bubble if the change is meant, and update the README's table):\n%s", golden, verdictDiff(want, got))
+		t.Errorf("the comparison's verdicts are not those pinned in %s (rerun with -update-bubble if the change is meant, and update the table in docs/explanation/bubble.md):\n%s", golden, verdictDiff(want, got))
 	}
 }
 

@@ -9,8 +9,8 @@ package upstream
 // handlers, its SyncLoop and its runner on the real time package — inside
 // a testing/synctest bubble, driven by the same writes at the same virtual
 // instants. Both must sync at the same instants, fail the same syncs and
-// leave the same dataplane after every sync. See README, "kube-proxy's own
-// code in virtual time".
+// leave the same dataplane after every sync. See
+// docs/explanation/bubble.md.
 
 import (
 	"bytes"

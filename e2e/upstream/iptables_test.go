@@ -6,7 +6,7 @@ package upstream
 // the same points, sometimes with the same restore failing on both. After
 // every sync the restore payloads, the resulting iptables-save of filter
 // and nat, and the iptables metrics must be identical after the
-// normalisations in canonical() (see README, "iptables mode").
+// normalisations in canonical() (see docs/explanation/mode-iptables.md).
 
 import (
 	"bytes"

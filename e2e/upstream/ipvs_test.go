@@ -11,7 +11,7 @@ package upstream
 // (state and addresses), the same ipsets and iptables rules (upstream's
 // exported fakes against proxysim's, compareIPVSRules) and, once per
 // sequence, the same sysctls and IPVS timeouts. Normalisations: see
-// "kube-proxy's IPVS proxier side by side" in README.md.
+// docs/explanation/mode-ipvs.md.
 //
 // Upstream's iptables and ipset side stays on its exported fakes, and its
 // conntrack cleaner and health-check server are swapped for upstream's

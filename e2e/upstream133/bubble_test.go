@@ -5,7 +5,7 @@
 // with proxysim's replay of the same scenario. It is the v1.33 half of
 // e2e/upstream's bubble comparison (bubble_test.go there), in a module of
 // its own because k8s.io/kubernetes v1.33.13 needs the v0.33 staging
-// modules. See README, "kube-proxy's own code in virtual time".
+// modules. See docs/explanation/bubble.md.
 package upstream133
 
 import (

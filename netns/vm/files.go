@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 )
 
 // Files are host files and folders to copy into the guest, each under its
@@ -79,4 +80,11 @@ func (f *Files) init() {
 		f.copies = map[string]string{}
 		f.folders = map[string]string{}
 	}
+}
+
+// HostPath is the host file a guest path (as the binary in the guest names
+// it, /work/N/...) was copied from, so results can name the user's files.
+func (f *Files) HostPath(guest string) (string, bool) {
+	h, ok := f.copies[strings.TrimPrefix(path.Clean(guest), "/")]
+	return h, ok
 }

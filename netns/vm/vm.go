@@ -99,7 +99,7 @@ func CheckHost() error {
 		missing = append(missing, "busybox-static")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("missing host packages %v: run netns/vm/deps.sh (apt-get install qemu-system-x86 busybox-static kmod cpio)", missing)
+		return fmt.Errorf("missing host packages %v: install them (sudo apt-get install %s); run `proxysim doctor` to see what else this machine lacks", missing, strings.Join(missing, " "))
 	}
 	return nil
 }

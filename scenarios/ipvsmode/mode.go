@@ -13,6 +13,7 @@ package ipvsmode
 import (
 	"fmt"
 	"net"
+	"net/netip"
 
 	"k8s.io/utils/clock"
 
@@ -82,42 +83,50 @@ func (Mode) Fake(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Datap
 	if err != nil {
 		return nil, err
 	}
-	dp, h, sys, _ := fakes.Dataplane(set.Kernel, clk)
+	dp, h, sys, binder := fakes.Dataplane(set.Kernel, clk)
 	if set.PacketPath {
 		dp.IPSets, dp.IPTables = fakes.NewIPSets(), fakes.NewIPTables()
 	}
 	d := newDataplane("fake", set, s.Proxy.SyncFailsOnError, dp, h, func() error { return nil })
-	// The fake's ARP: with arp_ignore 0 a host answers for any of its
-	// addresses on any interface, kube-ipvs0's included; with 1 only for
-	// addresses on the interface asked.
-	d.arp = func(string) (bool, error) {
-		v, err := sys.Get(ipvs.SysctlArpIgnore)
-		return v == 0, err
+	// The fake's ARP follows net/ipv4/arp.c on a node laid out as the
+	// client topology's (netns BuildTopology), kube-ipvs0 included: asked
+	// from the client's segment, it answers by arp_ignore; its own requests
+	// to that segment name a sender by arp_announce.
+	host := &fakes.Host{Links: nodeLinks, Binder: binder, Sysctls: sys}
+	d.arp = func(addr string) (bool, error) {
+		target, err := netip.ParseAddr(addr)
+		if err != nil {
+			return false, err
+		}
+		return host.AnswersARP(nodeClientLink, clientAddr, target)
 	}
-	// The fake's ARP requests (net/ipv4/arp.c arp_solicit): with
-	// arp_announce 0 the node names the datagram's own source; with 1 that
-	// source only when it is on the target's subnet, else the outgoing
-	// interface's address; with 2 always that address. A kube-ipvs0 address
-	// is never on the client's segment.
 	d.arpSender = func(src string) (string, error) {
-		v, err := sys.Get(ipvs.SysctlArpAnnounce)
-		if err != nil || v == 0 {
-			return src, err
+		ip, err := netip.ParseAddr(src)
+		if err != nil {
+			return "", err
 		}
-		if _, segment, _ := net.ParseCIDR(clientSegment); v == 1 && segment.Contains(net.ParseIP(src)) {
-			return src, nil
-		}
-		return nodeOnClientSegment, nil
+		sender, err := host.ARPSender(nodeClientLink, ip, clientNeighbour)
+		return sender.String(), err
 	}
 	return d, nil
 }
 
-// The client topology's segment and the node's address on it (netns
-// BuildTopology), which the fake's ARP answers in.
-const (
-	clientSegment       = "10.0.0.0/24"
-	nodeOnClientSegment = "10.0.0.1"
+// The client topology's node, as netns BuildTopology lays it out: lo, its
+// link to the client's segment (c0, 10.0.0.1/24) and one to each backend's
+// (bK, 10.244.K.1/24). The client asks ARP from 10.0.0.5; the node's own
+// requests go to 10.0.0.9, a neighbour on the client's segment.
+var (
+	nodeLinks = []fakes.Link{
+		{Name: "lo", Addrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}, HostScope: true},
+		{Name: nodeClientLink, Addrs: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/24")}},
+		{Name: "b1", Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.1.1/24")}},
+		{Name: "b2", Addrs: []netip.Prefix{netip.MustParsePrefix("10.244.2.1/24")}},
+	}
+	clientAddr      = netip.MustParseAddr("10.0.0.5")
+	clientNeighbour = netip.MustParseAddr("10.0.0.9")
 )
+
+const nodeClientLink = "c0"
 
 // Settings are the IPVS proxy's own fields.
 type Settings struct {

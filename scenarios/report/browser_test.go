@@ -19,9 +19,9 @@ import (
 // The browser test opens pages in Debian's Chromium, headless (make
 // e2e-browser installs it with scenarios/report/browserdeps.sh). Pages and
 // screenshots are kept in the repository's artifacts/ folder.
-var updateDocs = flag.Bool("update-docs", false, "rewrite docs/report-timeline.png, the README's picture, from the browser test's screenshot")
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/report-timeline.png, the report page how-to's picture, from the browser test's screenshot")
 
-// docsScenario is the library scenario the README's picture shows.
+// docsScenario is the library scenario docs/how-to/report-page.md's picture shows.
 const docsScenario = "sync-cost-v1.34"
 
 func chromium(t *testing.T) string {
@@ -158,8 +158,8 @@ func TestPageInChromium(t *testing.T) {
 	screenshot(t, bin, file, filepath.Join(dir, "report-failing.png"), "1280,900")
 }
 
-// The README's picture: a library scenario's page (updated with
-// -update-docs), drawn by the browser as the README describes it.
+// The docs' picture (docs/how-to/report-page.md): a library scenario's page (updated with
+// -update-docs), drawn by the browser as that page describes it.
 func TestLibraryPageScreenshot(t *testing.T) {
 	bin := chromium(t)
 	dir := artifacts(t)

@@ -87,7 +87,7 @@ func TestFakeClockKeepsStaleValueAcrossStop(t *testing.T) {
 	select {
 	case <-tm.C():
 	default:
-		t.Fatal("FakeClock changed: stale values are now discarded; revisit the README caveat")
+		t.Fatal("FakeClock changed: stale values are now discarded; revisit the caveat in docs/explanation/engine.md")
 	}
 }
 

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/reference/cli.md from the command tree (make docs)")
+
+// TestCLIReferenceIsCurrent fails when docs/reference/cli.md is not what the
+// command tree generates today: a command or flag was added, removed or
+// reworded without `make docs`.
+func TestCLIReferenceIsCurrent(t *testing.T) {
+	var b bytes.Buffer
+	writeCLIReference(&b, newRoot(io.Discard, io.Discard))
+	file := filepath.Join("..", "..", cliReferenceFile)
+	if *updateDocs {
+		if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", cliReferenceFile)
+		return
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v: run `make docs`", err)
+	}
+	if !bytes.Equal(got, b.Bytes()) {
+		t.Errorf("%s is stale: run `make docs` and commit the result. First difference:\n%s", cliReferenceFile, firstDifference(string(got), b.String()))
+	}
+}
+
+// TestCLIReferenceCoversEveryCommandAndFlag guards the generator itself: a
+// command or flag it skipped would leave the reference incomplete while
+// still "current".
+func TestCLIReferenceCoversEveryCommandAndFlag(t *testing.T) {
+	var b bytes.Buffer
+	root := newRoot(io.Discard, io.Discard)
+	writeCLIReference(&b, root)
+	page := b.String()
+	for _, want := range []string{"## proxysim replay\n", "## proxysim sweep merge\n", "## proxysim vm\n", "`--dataplane string`", "`-v`, `--verbose`", "`--workers int` | `GOMAXPROCS`", "`--strict`"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the reference lacks %q", want)
+		}
+	}
+	var count func(c *cobra.Command) int
+	count = func(c *cobra.Command) int {
+		n := 0
+		for _, sub := range c.Commands() {
+			n += 1 + count(sub)
+		}
+		return n
+	}
+	n := count(root)
+	if got := strings.Count(page, "\n## proxysim "); got != n {
+		t.Errorf("the reference has %d subcommand sections, the tree %d commands", got, n)
+	}
+}
+
+func firstDifference(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y)
+		}
+	}
+	return "(none)"
+}
