@@ -963,3 +963,24 @@ func (f *IPVS) Conn(name string) (ipvs.ConnInfo, bool) {
 	}
 	return info, true
 }
+
+var _ ipvs.Persistence = (*IPVS)(nil)
+
+// Template is the real server a persistence template of the client's
+// (an address) sends its next connection to vsKey to, as newConn would
+// use it now: none when the template has expired, its server is gone, or
+// the server is quiescent under expire_quiescent_template.
+func (f *IPVS) Template(client, vsKey string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expire(f.now())
+	t, ok := f.templates[client+"|"+vsKey]
+	if !ok {
+		return "", false
+	}
+	quiescent := f.sysctlValue(ipvs.SysctlExpireQuiescentTemplate) == 1 && t.dest.rs.Weight == 0
+	if !t.dest.available || quiescent {
+		return "", false
+	}
+	return t.dest.rs.Key(), true
+}

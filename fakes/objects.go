@@ -1,11 +1,11 @@
 // Package fakes holds in-memory stand-ins for the cluster and the kernel:
 // object builders for tests and benchmarks, and a kernel-faithful IPVS with
-// a connection table on an injected clock, sysctls and a dummy device,
-// implementing the sim/ipvs interfaces; and counters of what reaches the
-// iptables, nftables and IPVS fakes, which tests hold each sync's reported
-// work to (sim.SyncWork). They test the engine in sim/ and are
-// the IPVS mode's fake dataplane (scenarios/ipvsmode); sim must never need
-// them.
+// a connection table on an injected clock, sysctls, a dummy device, ipsets
+// and iptables, implementing the sim/ipvs and sim/iptables interfaces; and
+// counters of what reaches the iptables, nftables and IPVS fakes, which
+// tests hold each sync's reported work to (sim.SyncWork). They test the
+// engine in sim/ and are the IPVS mode's fake dataplane
+// (scenarios/ipvsmode); sim must never need them.
 package fakes
 
 import (

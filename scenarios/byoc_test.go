@@ -298,7 +298,7 @@ proxy:
 timeline: [{at: 1s, note: x}]
 `,
 		"ipt.yaml": minimalConfig + "iptables: {minSyncPeriod: 10s, masqueradeAll: true}\nclusterCIDR: 10.244.0.0/16,fd00:10:244::/56\n",
-		"t.yaml":   "name: t\nproxy: {version: v1.34.0, config: ipt.yaml, mode: ipvs, clusterCIDR: 10.0.0.0/8}\ntimeline: [{at: 1s, note: x}]\n",
+		"t.yaml":   "name: t\nproxy: {version: v1.34.0, config: ipt.yaml, mode: nftables, scheduler: wrr}\ntimeline: [{at: 1s, note: x}]\n",
 		"u.yaml":   "name: u\nproxy: {version: v1.34.0, config: ipt.yaml, masqueradeAll: false}\ntimeline: [{at: 1s, note: x}]\n",
 	})
 	s, err := scenarios.Load(filepath.Join(dir, "s.yaml"))
@@ -312,9 +312,9 @@ timeline: [{at: 1s, note: x}]
 		strings.Join(set.NodeIPs, ",") != "192.168.1.5" {
 		t.Fatalf("proxy %+v, settings %+v", p, set)
 	}
-	// proxy.mode wins over the file's mode; the iptables mode's
-	// clusterCIDR key is then unknown in an IPVS scenario.
-	if _, err := scenarios.Load(filepath.Join(dir, "t.yaml")); err == nil || !strings.Contains(err.Error(), `proxy.clusterCIDR: unknown field "clusterCIDR"`) {
+	// proxy.mode wins over the file's mode; the IPVS mode's scheduler
+	// key is then unknown in an nftables scenario.
+	if _, err := scenarios.Load(filepath.Join(dir, "t.yaml")); err == nil || !strings.Contains(err.Error(), `proxy.scheduler: unknown field "scheduler"`) {
 		t.Fatalf("got %v", err)
 	}
 	u, err := scenarios.Load(filepath.Join(dir, "u.yaml"))
@@ -332,7 +332,8 @@ timeline: [{at: 1s, note: x}]
 }
 
 // Every setting the file changes from kube-proxy's default and proxysim
-// does not model is listed, at its line; none is dropped silently.
+// does not model is listed, at its line; none is dropped silently. (The
+// IPVS mode models iptables.masqueradeAll: its proxier's rules read it.)
 func TestUnmodelledSettingsAreListed(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"kp.yaml": minimalConfig + "mode: ipvs\nconntrack:\n  maxPerCore: 0\nipvs:\n  excludeCIDRs: [10.0.0.0/8]\nfeatureGates: {SomeGate: true}\niptables: {masqueradeAll: true}\n",
@@ -349,7 +350,6 @@ func TestUnmodelledSettingsAreListed(t *testing.T) {
 	want := []string{
 		`5:15: conntrack.maxPerCore: not modelled by proxysim (mode ipvs): 0 is ignored`,
 		`8:26: featureGates.SomeGate: not modelled by proxysim (mode ipvs): true is ignored`,
-		`9:27: iptables.masqueradeAll: not modelled by proxysim (mode ipvs): true is ignored`,
 		`7:17: ipvs.excludeCIDRs: not modelled by proxysim (mode ipvs): ["10.0.0.0/8"] is ignored`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -16,6 +16,10 @@ type Golden struct {
 	Inline       *string
 	File         string
 	Src          Src // the expect mapping's
+	// Read renders what the golden holds from the run; nil: the
+	// dataplane's Snapshot. A mode with more than one golden gives its
+	// others a Read of their own.
+	Read func(*Run) (string, error)
 }
 
 // Given reports whether the expect block holds this golden.
@@ -40,7 +44,11 @@ func (g Golden) Check(r *Run) {
 	if !g.Given() {
 		return
 	}
-	got, err := r.Dataplane().Snapshot()
+	read := g.Read
+	if read == nil {
+		read = func(r *Run) (string, error) { return r.Dataplane().Snapshot() }
+	}
+	got, err := read(r)
 	if err != nil {
 		got = "error: " + err.Error()
 	}

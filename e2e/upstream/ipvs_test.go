@@ -8,8 +8,10 @@ package upstream
 // points; after every sync the two namespaces must hold the same IPVS table
 // (virtual servers with their flags, scheduler, timeout and netmask; real
 // servers with their weights and forwarding method), the same kube-ipvs0
-// (state and addresses) and, once per sequence, the same sysctls and IPVS
-// timeouts. Normalisations: see docs/explanation/mode-ipvs.md.
+// (state and addresses), the same ipsets and iptables rules (upstream's
+// exported fakes against proxysim's, compareIPVSRules) and, once per
+// sequence, the same sysctls and IPVS timeouts. Normalisations: see
+// docs/explanation/mode-ipvs.md.
 //
 // Upstream's iptables and ipset side stays on its exported fakes, and its
 // conntrack cleaner and health-check server are swapped for upstream's
@@ -22,6 +24,7 @@ package upstream
 // as a static binary inside the QEMU VM.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -47,10 +50,12 @@ import (
 	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -194,9 +199,15 @@ func (s *ipvsSide) close() {
 
 // ipvsPair is both proxiers, fed identically.
 type ipvsPair struct {
-	cfg      ipvsConfig
-	kSide    *ipvsSide
-	oSide    *ipvsSide
+	cfg   ipvsConfig
+	kSide *ipvsSide
+	oSide *ipvsSide
+	// The ipsets and iptables each side writes besides IPVS: upstream's
+	// fakes and proxysim's, kept across restarts as a node keeps them.
+	kIPT     *kubeIPT
+	kSets    *ipsettest.FakeIPSet
+	oIPT     *ourIPT
+	oSets    *fakes.IPSets
 	k        *kipvs.Proxier
 	kHandle  utilipvs.Interface
 	kSynced  bool
@@ -209,6 +220,13 @@ type ipvsPair struct {
 
 func newIPVSPair(cfg ipvsConfig) (*ipvsPair, error) {
 	p := &ipvsPair{cfg: cfg}
+	kf := iptablestest.NewFake()
+	if cfg.family == v1.IPv6Protocol {
+		kf = iptablestest.NewIPv6Fake()
+	}
+	p.kIPT = &kubeIPT{FakeIPTables: kf.SetHasRandomFully(true)}
+	p.kSets = ipsettest.NewFake("v7.1")
+	p.oIPT, p.oSets = &ourIPT{IPTables: fakes.NewIPTables()}, fakes.NewIPSets()
 	var err error
 	t0 := time.Now()
 	if p.kSide, err = newIPVSSide("upstream-ipvs", cfg); err != nil {
@@ -243,15 +261,11 @@ func (p *ipvsPair) startKube() error {
 		if h == nil || reflect.ValueOf(h).IsNil() {
 			return errors.New("utilipvs.New failed")
 		}
-		fake := iptablestest.NewFake()
-		if cfg.family == v1.IPv6Protocol {
-			fake = iptablestest.NewIPv6Fake()
-		}
 		var nodeIP net.IP
 		if a := cfg.familyAddrs(); len(a) > 0 {
 			nodeIP = net.ParseIP(a[0])
 		}
-		k, err := kipvs.NewProxier(context.Background(), cfg.family, fake, h, ipsettest.NewFake("v7.1"), utilsysctl.New(),
+		k, err := kipvs.NewProxier(context.Background(), cfg.family, p.kIPT, h, p.kSets, utilsysctl.New(),
 			30*time.Second, 0, nil, cfg.strictARP, cfg.timeouts.TCP, cfg.timeouts.TCPFin, cfg.timeouts.UDP,
 			false, 14, proxyutil.NewNoOpLocalDetector(), nodeName, nodeIP, nil, nil, cfg.scheduler, nil, false)
 		if err != nil {
@@ -274,6 +288,7 @@ func (p *ipvsPair) startOurs() error {
 	if err != nil {
 		return err
 	}
+	dp.IPSets, dp.IPTables = p.oSets, p.oIPT
 	if p.oIPVS != nil {
 		p.oIPVS.Close()
 	}
@@ -448,7 +463,103 @@ func (p *ipvsPair) compare() (ipvsStats, error) {
 	if kt != ot {
 		return kst, fmt.Errorf("kernels differ:\n%s", nftLineDiff(kt, ot))
 	}
-	return kst, nil
+	return kst, p.compareRules()
+}
+
+// compareRules compares the ipsets (every set's type, family and
+// members) and the iptables rules (the last restore payloads and the
+// tables after it, normalised as the iptables comparison's, and the rules
+// of KUBE-IPVS-OUT-FILTER sorted: kube-proxy writes one per load-balancer
+// IP in the order of a Go map).
+func (p *ipvsPair) compareRules() error {
+	return compareIPVSRules(p.kIPT, p.kSets, p.oIPT, p.oSets)
+}
+
+func compareIPVSRules(kIPT *kubeIPT, kSets *ipsettest.FakeIPSet, oIPT *ourIPT, oSets *fakes.IPSets) error {
+	var k []string
+	for name, set := range kSets.Sets {
+		k = append(k, setLine(name, string(set.SetType), set.HashFamily))
+		for e := range kSets.Entries[name] {
+			k = append(k, "add "+name+" "+e)
+		}
+	}
+	ours, err := ipvs.ReadIPSets(oSets)
+	if err != nil {
+		return err
+	}
+	var o []string
+	for name, c := range ours {
+		o = append(o, setLine(name, string(c.Set.Type), c.Set.Family))
+		for _, e := range c.Entries {
+			o = append(o, "add "+name+" "+e)
+		}
+	}
+	sort.Strings(k)
+	sort.Strings(o)
+	if ks, os := strings.Join(k, "\n")+"\n", strings.Join(o, "\n")+"\n"; ks != os {
+		return fmt.Errorf("ipsets differ:\n%s", nftLineDiff(ks, os))
+	}
+	kp, err := ipvsCanonical(kIPT.last)
+	if err != nil {
+		return fmt.Errorf("upstream payload: %v\n%s", err, kIPT.last)
+	}
+	op, err := ipvsCanonical(oIPT.last)
+	if err != nil {
+		return fmt.Errorf("proxysim payload: %v\n%s", err, oIPT.last)
+	}
+	if kp != op {
+		return fmt.Errorf("restore payloads differ:\n%s", lineDiff(kp, op))
+	}
+	var buf strings.Builder
+	for _, t := range []utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
+		var b bytes.Buffer
+		if err := kIPT.SaveInto(t, &b); err != nil {
+			return err
+		}
+		buf.Write(b.Bytes())
+	}
+	ks, err := ipvsCanonical(buf.String())
+	if err != nil {
+		return fmt.Errorf("upstream save: %v", err)
+	}
+	os, err := ipvsCanonical(oIPT.SaveAll())
+	if err != nil {
+		return fmt.Errorf("proxysim save: %v", err)
+	}
+	if ks != os {
+		return fmt.Errorf("iptables-save differs:\n%s", lineDiff(ks, os))
+	}
+	return nil
+}
+
+// setLine names a set by its type, and by its family unless it is a
+// bitmap (which has none).
+func setLine(name, typ, family string) string {
+	if typ == string(ipvs.BitmapPort) {
+		return "create " + name + " " + typ
+	}
+	return "create " + name + " " + typ + " family " + family
+}
+
+// ipvsCanonical is canonical() with the KUBE-IPVS-OUT-FILTER rules sorted.
+func ipvsCanonical(text string) (string, error) {
+	c, err := canonical(text)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(c, "\n")
+	start := -1
+	for i := 0; i <= len(lines); i++ {
+		in := i < len(lines) && strings.HasPrefix(lines[i], "-A "+ipvs.ChainIPVSOutFilter+" ")
+		switch {
+		case in && start < 0:
+			start = i
+		case !in && start >= 0:
+			sort.Strings(lines[start:i])
+			start = -1
+		}
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // ipvsState renders what a namespace's kernel holds: every virtual
@@ -749,7 +860,7 @@ func TestIPVSMatchesKubeProxy(t *testing.T) {
 			t.Fatalf("seed %d: %v\n(replay: make upstream-ipvs-vm IPVS_SEQUENCES=1 SEED=%d)", seed, err, seed)
 		}
 	}
-	t.Logf("%d random sequences of %d changes, %d syncs, %d restarts in %v: kube-proxy's IPVS proxier and proxysim's left identical kernels after every sync",
+	t.Logf("%d random sequences of %d changes, %d syncs, %d restarts in %v: kube-proxy's IPVS proxier and proxysim's left identical kernels, ipsets and iptables rules after every sync",
 		*ipvsSequences, *steps, tot.syncs, tot.restarts, time.Since(start).Round(time.Millisecond))
 	t.Logf("compared %d virtual servers (%d persistent, at most %d in one table, %d non-empty tables), %d real servers, %d kube-ipvs0 addresses",
 		tot.virtualServers, tot.sticky, tot.maxVS, tot.nonEmpty, tot.realServers, tot.addresses)

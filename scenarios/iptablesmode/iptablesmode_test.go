@@ -118,6 +118,7 @@ func TestIPTablesModeLoadsAndChecksItsKeys(t *testing.T) {
 		{header[len("name: x\n"):] + "timeline: [{at: 0s, expect: {route: {from: 10.0.0.1, to: 10.96.0.1:80, protocol: ICMP, shares: {DROP: 1}}}}]\n", "want TCP, UDP or SCTP"},
 		{header[len("name: x\n"):] + "timeline: [{at: 0s, expect: {route: {from: 10.0.0.1, to: 10.96.0.1:80, shares: {nowhere: 1}}}}]\n", "want an endpoint ip:port or DROP"},
 		{header[len("name: x\n"):] + "timeline: [{at: 0s, expect: {ipvs: x}}]\n", "ipvs"},
+		{header[len("name: x\n"):] + "timeline: [{at: 0s, expect: {route: {from: 10.0.0.1, to: 10.96.0.1:80, shares: {DROP: 1}, masqueraded: {}}}}]\n", "this mode's tracer does not tell masquerade"},
 	} {
 		err := parse("name: x\n" + c.text)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

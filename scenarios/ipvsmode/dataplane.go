@@ -1,12 +1,18 @@
 package ipvsmode
 
 import (
+	"fmt"
+	"strings"
+	"time"
+
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/route"
 )
 
 // Dataplane is one replay's IPVS: the proxier's configuration, the dataplane
@@ -47,6 +53,8 @@ func newDataplane(name string, set *Settings, failSync bool, dp ipvs.Dataplane, 
 			Timeouts:         ipvs.Timeouts{TCP: set.IPVSTimeouts.TCP.D(), TCPFin: set.IPVSTimeouts.TCPFin.D(), UDP: set.IPVSTimeouts.UDP.D()},
 			NodeIPs:          set.NodeIPs,
 			SyncFailsOnError: failSync,
+			ClusterCIDR:      set.ClusterCIDR,
+			MasqueradeAll:    set.MasqueradeAll,
 		},
 		raw: dp, faulty: ipvs.WithFaults(dp, faults), faults: faults,
 		traffic: traffic, conns: map[string]ipvs.ConnectResult{}, close: close,
@@ -84,8 +92,22 @@ func OnKernel(open func() (dp ipvs.Dataplane, close func() error, err error)) sc
 		if err != nil {
 			return nil, err
 		}
+		if err := packetPathOn(set, dp, closeFn); err != nil {
+			return nil, err
+		}
 		return newDataplane("netns, kernel "+dp.KernelVersion, set, s.Proxy.SyncFailsOnError, dp, nil, closeFn), nil
 	}
+}
+
+// packetPathOn refuses packetPath on a dataplane without ipsets and
+// iptables (a real kernel's, for now), closing it: the rules would not be
+// written and every route would fail.
+func packetPathOn(set *Settings, dp ipvs.Dataplane, closeFn func() error) error {
+	if !set.PacketPath || (dp.IPSets != nil && dp.IPTables != nil) {
+		return nil
+	}
+	_ = closeFn()
+	return fmt.Errorf("proxy.packetPath: the ipsets and iptables rules are modelled on the fake dataplane only, not on kernel %s", dp.KernelVersion)
 }
 
 func dataplaneOf(r *scenarios.Run) *Dataplane {
@@ -96,4 +118,45 @@ func dataplaneOf(r *scenarios.Run) *Dataplane {
 		return d.Dataplane
 	}
 	return nil
+}
+
+// Route traces a new connection through the node's packet path as it is
+// now (ipvs.PathView.Route): the ipsets and iptables rules, and the IPVS
+// table with the persistence templates of earlier connect steps. The
+// dataplane needs proxy.packetPath.
+func (d *Dataplane) Route(pkt route.Packet, again *time.Duration) (route.Shares, error) {
+	if again != nil {
+		return nil, fmt.Errorf("the IPVS tracer follows one connection only")
+	}
+	sh, _, err := d.RouteMasquerade(pkt)
+	return sh, err
+}
+
+// RouteMasquerade is Route with, for each outcome, the part of its share
+// that leaves the node masqueraded.
+func (d *Dataplane) RouteMasquerade(pkt route.Packet) (route.Shares, route.Shares, error) {
+	v, err := ipvs.ReadPath(d.raw, d.cfg.NodeIPs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v.Route(pkt)
+}
+
+// Rules are the packet path's ipsets (ipvs.SaveIPSets) followed by
+// iptables-save of the filter and nat tables.
+func (d *Dataplane) Rules() (string, error) {
+	sets, err := ipvs.SaveIPSets(d.raw.IPSets)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(sets)
+	for _, t := range iptables.Tables {
+		text, err := d.raw.IPTables.Save(t)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(text)
+	}
+	return b.String(), nil
 }

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/route"
 )
 
 // tableExpect is the IPVS golden: the table as `ipvsadm -Ln` shows it,
@@ -25,6 +27,28 @@ func (e *tableExpect) golden() scenarios.Golden {
 
 func (e *tableExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
 func (e *tableExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
+
+// rulesExpect is the packet path's golden (with packetPath): the ipsets as
+// `ipset save` lists them, then the filter and nat tables as
+// iptables-save does, inline or in a file.
+type rulesExpect struct {
+	Rules     *string `yaml:"ipvsRules"`
+	RulesFile string  `yaml:"ipvsRulesFile"`
+	Src       scenarios.Src
+}
+
+func (e *rulesExpect) golden() scenarios.Golden {
+	return scenarios.Golden{Key: "ipvsRules", FileKey: "ipvsRulesFile", Inline: e.Rules, File: e.RulesFile, Src: e.Src, Read: func(r *scenarios.Run) (string, error) {
+		d := dataplaneOf(r)
+		if d == nil || d.raw.IPSets == nil || d.raw.IPTables == nil {
+			return "", fmt.Errorf("the dataplane has no ipsets and iptables rules (set proxy.packetPath)")
+		}
+		return d.Rules()
+	}}
+}
+
+func (e *rulesExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
+func (e *rulesExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
 
 // knownSysctls are the sysctls the IPVS proxier and the fake know.
 var knownSysctls = map[string]bool{
@@ -182,3 +206,15 @@ func (e *connectionsExpect) Check(r *scenarios.Run) {
 		}
 	}
 }
+
+// routeExpectation is the `route` expectation (scenarios/routeexpect, the
+// same YAML in every mode with a tracer) over the IPVS mode's tracer:
+// shares per connection are exact (rr 1/n, wrr weight/sum, sh one server
+// per client), and it tells which leave masqueraded (`masqueraded`).
+var routeExpectation = routeexpect.NewWithMasquerade(func(r *scenarios.Run, pkt route.Packet) (route.Shares, route.Shares, error) {
+	d := dataplaneOf(r)
+	if d == nil {
+		return nil, nil, fmt.Errorf("the %s dataplane has no tracer", r.Dataplane().Name())
+	}
+	return d.RouteMasquerade(pkt)
+}, nil)

@@ -48,6 +48,9 @@ func OnKernelWithClient(openNode func() (ipvs.Dataplane, func() error, error), o
 		if err != nil {
 			return nil, err
 		}
+		if err := packetPathOn(set, dp, closeFn); err != nil {
+			return nil, err
+		}
 		// Each virtual gap between two touches of the kernel lasts at least
 		// as long in real time: a slow connect delays what follows rather
 		// than shortening the next gap.

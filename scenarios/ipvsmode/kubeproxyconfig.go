@@ -30,6 +30,10 @@ func (Mode) FromKubeProxyConfig(c *scenarios.KubeProxyConfig, p *scenarios.Proxy
 	scenarios.SetFromConfig(c, "ipvsTimeouts.tcp", &set.IPVSTimeouts.TCP, scenarios.Duration(ipvs.TCPTimeout.Duration), "ipvs.tcpTimeout")
 	scenarios.SetFromConfig(c, "ipvsTimeouts.tcpFin", &set.IPVSTimeouts.TCPFin, scenarios.Duration(ipvs.TCPFinTimeout.Duration), "ipvs.tcpFinTimeout")
 	scenarios.SetFromConfig(c, "ipvsTimeouts.udp", &set.IPVSTimeouts.UDP, scenarios.Duration(ipvs.UDPTimeout.Duration), "ipvs.udpTimeout")
+	// The IPVS proxier's iptables rules read the iptables section's
+	// masqueradeAll and the local-traffic detector (proxy.packetPath).
+	scenarios.SetFromConfig(c, "masqueradeAll", &set.MasqueradeAll, c.Config.IPTables.MasqueradeAll, "iptables.masqueradeAll")
+	c.ClusterCIDRDetector(Name, &set.ClusterCIDR)
 	if len(c.Config.NodePortAddresses) > 0 {
 		c.Use("nodePortAddresses")
 		set.NodeIPs = nodePortIPs(set.NodeIPs, c.Config.NodePortAddresses)

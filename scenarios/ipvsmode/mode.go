@@ -1,7 +1,8 @@
 // Package ipvsmode is the IPVS proxy mode of the scenario format: its proxy
 // settings (scheduler, strictARP, ipvsTimeouts, kernel, nodeIPs), its golden
 // (`ipvs:` / `ipvsFile:`, an `ipvsadm -Ln` table), its expectations
-// (sysctls, addresses, draining, connections), its steps (connect, close,
+// (sysctls, addresses, draining, connections, and route over the packet
+// path's tracer with packetPath), its steps (connect, close,
 // fault.dataplaneOps) and its dataplanes: the in-memory fake, and OnKernel
 // for a real one. Importing it registers the mode, as the default.
 //
@@ -63,6 +64,8 @@ func (Mode) Expectations() []func() scenarios.Expectation {
 		func() scenarios.Expectation { return &addressesExpect{} },
 		func() scenarios.Expectation { return &drainingExpect{} },
 		func() scenarios.Expectation { return &connectionsExpect{} },
+		routeExpectation,
+		func() scenarios.Expectation { return &rulesExpect{} },
 	}, plugins.expectations...)
 }
 
@@ -81,6 +84,9 @@ func (Mode) Fake(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Datap
 		return nil, err
 	}
 	dp, h, sys, binder := fakes.Dataplane(set.Kernel, clk)
+	if set.PacketPath {
+		dp.IPSets, dp.IPTables = fakes.NewIPSets(), fakes.NewIPTables()
+	}
 	d := newDataplane("fake", set, s.Proxy.SyncFailsOnError, dp, h, func() error { return nil })
 	// The fake's ARP follows net/ipv4/arp.c on a node laid out as the
 	// client topology's (netns BuildTopology), kube-ipvs0 included: asked
@@ -132,7 +138,14 @@ type Settings struct {
 	// Sysctls are the node's own settings, written once after the
 	// proxier's startup writes, as an operator's sysctl -w would be.
 	Sysctls map[string]int `yaml:"sysctls"`
-	Src     scenarios.Src
+	// PacketPath has the proxier write the ipsets and iptables rules
+	// kube-proxy's IPVS proxier writes next to IPVS, so that `route`
+	// expectations can trace a packet; ClusterCIDR and MasqueradeAll
+	// shape those rules as in the iptables mode.
+	PacketPath    bool   `yaml:"packetPath"`
+	ClusterCIDR   string `yaml:"clusterCIDR"`
+	MasqueradeAll bool   `yaml:"masqueradeAll"`
+	Src           scenarios.Src
 }
 
 // Timeouts are ipvsadm --set's timeouts; zero leaves the kernel's.
@@ -161,6 +174,11 @@ func (p *Settings) Validate(v *scenarios.Validator) {
 		v.Errorf(p.Src.At("kernel"), "%v", err)
 	}
 	validateSysctls(v, p.Src.At("sysctls"), p.Sysctls)
+	if p.ClusterCIDR != "" {
+		if ip, _, err := net.ParseCIDR(p.ClusterCIDR); err != nil || ip.To4() == nil {
+			v.Errorf(p.Src.At("clusterCIDR"), "%q is not an IPv4 CIDR", p.ClusterCIDR)
+		}
+	}
 	if p.Scheduler == "" {
 		p.Scheduler = ipvs.DefaultScheduler
 	} else if !Schedulers[p.Scheduler] {

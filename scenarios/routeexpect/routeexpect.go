@@ -22,6 +22,10 @@ import (
 // *again after the first, and keys each outcome "FIRST -> SECOND".
 type Tracer func(r *scenarios.Run, pkt route.Packet, again *time.Duration) (route.Shares, error)
 
+// MasqueradeTracer is a Tracer that also tells, for each outcome, the
+// part of its share that leaves the node masqueraded (one connection).
+type MasqueradeTracer func(r *scenarios.Run, pkt route.Packet) (shares, masqueraded route.Shares, err error)
+
 // Route is a connection and where it must end up.
 type Route struct {
 	From     string              `yaml:"from"`
@@ -29,10 +33,14 @@ type Route struct {
 	Protocol string              `yaml:"protocol"`
 	Again    *scenarios.Duration `yaml:"again"`
 	Shares   map[string]string   `yaml:"shares"`
-	Src      scenarios.Src
+	// Masqueraded is, for the outcomes that leave masqueraded, the part
+	// of their share that does; an outcome left out keeps its source.
+	Masqueraded map[string]string `yaml:"masqueraded"`
+	Src         scenarios.Src
 
 	pkt    route.Packet
 	shares route.Shares
+	masq   route.Shares
 }
 
 // Expect is the expectation: `route: {from, to, protocol, again, shares}`.
@@ -41,6 +49,7 @@ type Expect struct {
 	Src   scenarios.Src
 
 	tracer     Tracer
+	masqTracer MasqueradeTracer
 	tolerance  *big.Rat
 	allowAgain bool
 }
@@ -51,6 +60,17 @@ type Expect struct {
 func New(t Tracer, tolerance *big.Rat, again bool) func() scenarios.Expectation {
 	return func() scenarios.Expectation {
 		return &Expect{tracer: t, tolerance: tolerance, allowAgain: again}
+	}
+}
+
+// NewWithMasquerade is New for a tracer that tells masquerade too: the
+// expectation then takes `masqueraded`. It follows one connection.
+func NewWithMasquerade(t MasqueradeTracer, tolerance *big.Rat) func() scenarios.Expectation {
+	return func() scenarios.Expectation {
+		return &Expect{masqTracer: t, tolerance: tolerance, tracer: func(r *scenarios.Run, pkt route.Packet, _ *time.Duration) (route.Shares, error) {
+			sh, _, err := t(r, pkt)
+			return sh, err
+		}}
 	}
 }
 
@@ -128,6 +148,27 @@ func (e *Expect) Validate(v *scenarios.Validator) {
 	if len(rt.shares) == len(rt.Shares) && sum.Cmp(big.NewRat(1, 1)) != 0 {
 		v.Errorf(rt.Src.At("shares"), "shares sum to %s, not 1", sum.RatString())
 	}
+	if rt.Masqueraded == nil {
+		return
+	}
+	if e.masqTracer == nil {
+		v.Errorf(rt.Src.At("masqueraded"), "this mode's tracer does not tell masquerade")
+		return
+	}
+	rt.masq = route.Shares{}
+	for _, k := range slices.Sorted(maps.Keys(rt.Masqueraded)) {
+		at := rt.Src.At("masqueraded")
+		pos := scenarios.Pos{Line: at.Line, Column: at.Column, Path: at.Path + "." + k}
+		r, ok := new(big.Rat).SetString(rt.Masqueraded[k])
+		switch {
+		case rt.shares[k] == nil:
+			v.Errorf(pos, "%q is not one of the shares' outcomes", k)
+		case !ok || r.Sign() <= 0 || r.Cmp(rt.shares[k]) > 0:
+			v.Errorf(pos, "want a share in (0, %s] (the outcome's), got %q", rt.shares[k].RatString(), rt.Masqueraded[k])
+		default:
+			rt.masq[k] = r
+		}
+	}
 }
 
 func (e *Expect) Check(r *scenarios.Run) {
@@ -140,7 +181,13 @@ func (e *Expect) Check(r *scenarios.Run) {
 		d := rt.Again.D()
 		again = &d
 	}
-	got, err := e.tracer(r, rt.pkt, again)
+	var got, masq route.Shares
+	var err error
+	if e.masqTracer != nil {
+		got, masq, err = e.masqTracer(r, rt.pkt)
+	} else {
+		got, err = e.tracer(r, rt.pkt, again)
+	}
 	if err != nil {
 		r.Fail(e.Src.At("route"), "route", rt.shares.String(), "error: "+err.Error())
 		return
@@ -151,5 +198,9 @@ func (e *Expect) Check(r *scenarios.Run) {
 	}
 	if !got.Within(rt.shares, tol) {
 		r.Fail(e.Src.At("route"), "route", rt.shares.String(), got.String())
+		return
+	}
+	if rt.masq != nil && !masq.Within(rt.masq, tol) {
+		r.Fail(rt.Src.At("masqueraded"), "route.masqueraded", rt.masq.String(), masq.String())
 	}
 }

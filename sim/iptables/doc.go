@@ -3,7 +3,9 @@
 // for the filter and nat tables that kube-proxy would write for the same
 // services and endpoints, hands it to a Dataplane, and fails the sync when
 // the restore fails. It also parses the rules back (iptables-save text) and
-// traces a packet through them with exact probabilities.
+// traces a packet through them with exact probabilities; its Walker,
+// which also answers the ipset and xt_ipvs matches of the IPVS proxier's
+// rules, is what sim/ipvs's tracer drives hook by hook.
 //
 // It defines the Dataplane interface; fakes/ and, later, netns/ implement
 // it. It must not read the wall clock or import either of them.

@@ -25,7 +25,7 @@ const (
 	VerdictReject = route.Reject
 )
 
-// Recent is the state of the kernel's `recent` match (xt_recent): for each
+// Recent is the Path of the kernel's `recent` match (xt_recent): for each
 // list, each source address and when a rule last --set it.
 type Recent map[string]map[string]time.Time
 
@@ -71,13 +71,13 @@ func Route(rs Ruleset, local []net.IP, pkt Packet) (Shares, error) {
 // a client on the endpoint of its earlier connection. It also returns, for
 // each outcome, the recent lists a connection ending there sets.
 func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[string][]string, error) {
-	t := &tracer{rs: rs, local: local, pkt: pkt, hist: h}
+	t := &Walker{Rules: rs, Local: local, Packet: pkt, History: h}
 	isLocal := t.isLocal(pkt.Src)
 	natHook := "PREROUTING"
 	if isLocal {
 		natHook = "OUTPUT"
 	}
-	start := state{dst: pkt.Dst, dport: pkt.DPort}
+	start := Path{Dst: pkt.Dst, DPort: pkt.DPort}
 	nat, err := t.chain("nat", natHook, start, big.NewRat(1, 1), 0)
 	if err != nil {
 		return nil, nil, err
@@ -92,30 +92,30 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 		}
 	}
 	for _, b := range nat {
-		if b.verdict == VerdictDrop || b.verdict == VerdictReject {
-			out.Add(b.verdict, b.w)
+		if b.Verdict == VerdictDrop || b.Verdict == VerdictReject {
+			out.Add(b.Verdict, b.W)
 			continue
 		}
 		hook := "OUTPUT"
 		if !isLocal {
 			hook = "FORWARD"
-			if t.isLocal(b.st.dst) {
+			if t.isLocal(b.Path.Dst) {
 				hook = "INPUT"
 			}
 		}
-		b.st.filter = true
-		filter, err := t.chain("filter", hook, b.st, b.w, 0)
+		b.Path.Filter = true
+		filter, err := t.chain("filter", hook, b.Path, b.W, 0)
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, f := range filter {
-			v := f.verdict
-			if v == VerdictAccept && f.st.dnat != "" {
-				v = f.st.dnat
+			v := f.Verdict
+			if v == VerdictAccept && f.Path.DNAT != "" {
+				v = f.Path.DNAT
 			}
-			out.Add(v, f.w)
-			if f.w.Sign() > 0 {
-				addSets(v, f.st.sets)
+			out.Add(v, f.W)
+			if f.W.Sign() > 0 {
+				addSets(v, f.Path.Sets)
 			}
 		}
 	}
@@ -125,34 +125,72 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 	return out, sets, nil
 }
 
-type state struct {
-	dst    net.IP
-	dport  int
-	mark   uint32
-	dnat   string // ip:port once DNATed
-	filter bool   // in the filter table: ctstate has DNAT once translated
-	// sets are the recent lists --set on the way, shared copy-on-append.
-	sets []string
+// Path is one packet's state on its way through the hooks: where it is
+// headed (after any DNAT), its mark, and what it met on the way.
+type Path struct {
+	Dst    net.IP
+	DPort  int
+	Mark   uint32
+	DNAT   string // ip:port once DNATed
+	Filter bool   // in the filter table: ctstate has DNAT once translated
+	// Sets are the recent lists --set on the way, shared copy-on-append.
+	Sets []string
+	// VS is the IPVS virtual server that took the packet, for the `-m
+	// ipvs --vaddr --vproto --vport` match; zero before IPVS.
+	VS VirtualAddr
 }
 
-type branch struct {
-	st      state
-	w       *big.Rat
-	verdict string // "" while running, or returned from a user chain
+// VirtualAddr is an IPVS virtual server's address, protocol (lower case)
+// and port, as xt_ipvs matches it.
+type VirtualAddr struct {
+	Addr  net.IP
+	Proto string
+	Port  int
 }
 
-type tracer struct {
-	rs    Ruleset
-	local []net.IP
-	pkt   Packet
-	hist  History
+// Branch is one of the paths a packet takes through a chain, with its
+// share, and the verdict it reached ("" while running, or when it
+// returned from a user chain).
+type Branch struct {
+	Path    Path
+	W       *big.Rat
+	Verdict string
+	// Masquerade: the branch was accepted by MASQUERADE (its source is
+	// rewritten on the way out).
+	Masquerade bool
 }
 
-func (t *tracer) isLocal(ip net.IP) bool {
+// SetMatcher answers `-m set --match-set NAME FLAGS` for a packet from src
+// (protocol proto) on path p; FLAGS is the comma-separated src/dst list.
+type SetMatcher func(name, flags string, src net.IP, proto string, p Path) (bool, error)
+
+// Walker runs one packet through the chains of a ruleset: the iptables
+// tracer's engine, which a mode whose hooks differ (IPVS) drives chain by
+// chain. Local are the node's own addresses (addrtype LOCAL), Sets
+// answers ipset matches (nil: a rule with one is an error). Bridges are
+// not modelled: `-m physdev --physdev-is-in` never matches.
+type Walker struct {
+	Rules   Ruleset
+	Local   []net.IP
+	Packet  Packet
+	History History
+	Sets    SetMatcher
+}
+
+// Chain runs the branches of the packet, in path p with share w, through
+// chain name of table: see chain.
+func (t *Walker) Chain(table, name string, p Path, w *big.Rat) ([]Branch, error) {
+	return t.chain(table, name, p, w, 0)
+}
+
+// IsLocal reports whether ip is the node's (loopback or one of Local).
+func (t *Walker) IsLocal(ip net.IP) bool { return t.isLocal(ip) }
+
+func (t *Walker) isLocal(ip net.IP) bool {
 	if ip.IsLoopback() {
 		return true
 	}
-	for _, l := range t.local {
+	for _, l := range t.Local {
 		if l.Equal(ip) {
 			return true
 		}
@@ -168,20 +206,20 @@ const maxDepth = 32
 // reach a verdict are returned with it; those that fall off a user chain or
 // RETURN are returned with no verdict, for the caller to continue; those
 // that fall off a built-in chain take its policy.
-func (t *tracer) chain(table, name string, st state, w *big.Rat, depth int) ([]branch, error) {
+func (t *Walker) chain(table, name string, st Path, w *big.Rat, depth int) ([]Branch, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("tracer: chains nest deeper than %d at %s", maxDepth, name)
 	}
-	c := t.rs[table][name]
+	c := t.Rules[table][name]
 	if c == nil {
 		return nil, fmt.Errorf("tracer: no chain %s in table %s", name, table)
 	}
-	live := []branch{{st: st, w: w}}
-	var done []branch
+	live := []Branch{{Path: st, W: w}}
+	var done []Branch
 	for _, r := range c.Rules {
-		var next []branch
+		var next []Branch
 		for _, b := range live {
-			ok, err := t.matches(r, b.st)
+			ok, err := t.matches(r, b.Path)
 			if err != nil {
 				return nil, fmt.Errorf("tracer: %s %s: %v", table, name, err)
 			}
@@ -189,48 +227,50 @@ func (t *tracer) chain(table, name string, st state, w *big.Rat, depth int) ([]b
 				next = append(next, b)
 				continue
 			}
-			taken := b.w
+			taken := b.W
 			if r.Probability != nil {
-				taken = new(big.Rat).Mul(b.w, r.Probability)
-				rest := new(big.Rat).Sub(b.w, taken)
+				taken = new(big.Rat).Mul(b.W, r.Probability)
+				rest := new(big.Rat).Sub(b.W, taken)
 				if rest.Sign() > 0 {
-					next = append(next, branch{st: b.st, w: rest})
+					next = append(next, Branch{Path: b.Path, W: rest})
 				}
 			}
 			if taken.Sign() == 0 {
 				continue
 			}
-			st := b.st
+			st := b.Path
 			if r.RecentSet {
-				st.sets = append(st.sets[:len(st.sets):len(st.sets)], r.RecentName)
+				st.Sets = append(st.Sets[:len(st.Sets):len(st.Sets)], r.RecentName)
 			}
 			switch r.Target {
 			case "": // a match with no target only counts
-				next = append(next, branch{st: st, w: taken})
+				next = append(next, Branch{Path: st, W: taken})
 			case "MARK":
 				if r.HasOr {
-					st.mark |= r.OrMark
+					st.Mark |= r.OrMark
 				}
 				if r.HasXor {
-					st.mark ^= r.XorMark
+					st.Mark ^= r.XorMark
 				}
-				next = append(next, branch{st: st, w: taken})
+				next = append(next, Branch{Path: st, W: taken})
 			case "RETURN":
-				done = append(done, branch{st: st, w: taken})
-			case "ACCEPT", "MASQUERADE":
-				done = append(done, branch{st: st, w: taken, verdict: VerdictAccept})
+				done = append(done, Branch{Path: st, W: taken})
+			case "ACCEPT":
+				done = append(done, Branch{Path: st, W: taken, Verdict: VerdictAccept})
+			case "MASQUERADE":
+				done = append(done, Branch{Path: st, W: taken, Verdict: VerdictAccept, Masquerade: true})
 			case "DROP", "REJECT":
-				done = append(done, branch{st: st, w: taken, verdict: r.Target})
+				done = append(done, Branch{Path: st, W: taken, Verdict: r.Target})
 			case "DNAT":
-				st.dnat, st.dst, st.dport = r.ToDest, r.ToIP, r.ToPort
-				done = append(done, branch{st: st, w: taken, verdict: VerdictAccept})
+				st.DNAT, st.Dst, st.DPort = r.ToDest, r.ToIP, r.ToPort
+				done = append(done, Branch{Path: st, W: taken, Verdict: VerdictAccept})
 			default:
 				sub, err := t.chain(table, r.Target, st, taken, depth+1)
 				if err != nil {
 					return nil, err
 				}
 				for _, s := range sub {
-					if s.verdict == "" {
+					if s.Verdict == "" {
 						next = append(next, s)
 					} else {
 						done = append(done, s)
@@ -242,28 +282,28 @@ func (t *tracer) chain(table, name string, st state, w *big.Rat, depth int) ([]b
 	}
 	for _, b := range live {
 		if c.Builtin() {
-			b.verdict = c.Policy
+			b.Verdict = c.Policy
 		}
 		done = append(done, b)
 	}
 	return done, nil
 }
 
-// matches reports whether a rule's matches hold for the packet in state st.
-func (t *tracer) matches(r *Rule, st state) (bool, error) {
-	if r.Src != nil && r.Src.Contains(t.pkt.Src) == r.NotSrc {
+// matches reports whether a rule's matches hold for the packet in Path st.
+func (t *Walker) matches(r *Rule, st Path) (bool, error) {
+	if r.Src != nil && r.Src.Contains(t.Packet.Src) == r.NotSrc {
 		return false, nil
 	}
-	if r.Dst != nil && r.Dst.Contains(st.dst) == r.NotDst {
+	if r.Dst != nil && r.Dst.Contains(st.Dst) == r.NotDst {
 		return false, nil
 	}
-	if r.Protocol != "" && r.Protocol != t.pkt.Protocol {
+	if r.Protocol != "" && r.Protocol != t.Packet.Protocol {
 		return false, nil
 	}
-	if r.DPort != 0 && r.DPort != st.dport {
+	if r.DPort != 0 && r.DPort != st.DPort {
 		return false, nil
 	}
-	if r.HasMark && (st.mark&r.MarkMask == r.Mark) == r.NotMark {
+	if r.HasMark && (st.Mark&r.MarkMask == r.Mark) == r.NotMark {
 		return false, nil
 	}
 	if r.CTStates != nil {
@@ -273,7 +313,7 @@ func (t *tracer) matches(r *Rule, st state) (bool, error) {
 			case "NEW":
 				in = true
 			case "DNAT":
-				in = in || (st.filter && st.dnat != "")
+				in = in || (st.Filter && st.DNAT != "")
 			case "INVALID", "ESTABLISHED", "RELATED", "UNTRACKED", "SNAT":
 			default:
 				return false, fmt.Errorf("unknown ctstate %q", s)
@@ -287,7 +327,7 @@ func (t *tracer) matches(r *Rule, st state) (bool, error) {
 		typ string
 		not bool
 		ip  net.IP
-	}{{r.SrcType, r.NotSrcT, t.pkt.Src}, {r.DstType, r.NotDstT, st.dst}} {
+	}{{r.SrcType, r.NotSrcT, t.Packet.Src}, {r.DstType, r.NotDstT, st.Dst}} {
 		if at.typ == "" {
 			continue
 		}
@@ -301,14 +341,36 @@ func (t *tracer) matches(r *Rule, st state) (bool, error) {
 	if r.RecentCheck && !t.seen(r.RecentName, r.RecentSeconds) {
 		return false, nil
 	}
+	if r.PhysdevIsIn && !r.NotPhysdevIsIn {
+		return false, nil // no packet comes through a bridge port here
+	}
+	if r.VAddr != nil || r.VProto != "" || r.VPort != 0 {
+		vs := st.VS
+		if vs.Addr == nil || (r.VAddr != nil && !r.VAddr.Contains(vs.Addr)) ||
+			(r.VProto != "" && r.VProto != vs.Proto) || (r.VPort != 0 && r.VPort != vs.Port) {
+			return false, nil
+		}
+	}
+	if r.MatchSet != "" {
+		if t.Sets == nil {
+			return false, fmt.Errorf("ipset %s: no ipsets to match against", r.MatchSet)
+		}
+		in, err := t.Sets(r.MatchSet, r.MatchSetFlags, t.Packet.Src, t.Packet.Protocol, st)
+		if err != nil {
+			return false, err
+		}
+		if in == r.NotMatchSet {
+			return false, nil
+		}
+	}
 	return true, nil
 }
 
 // seen is xt_recent's --rcheck --seconds: the source is in the list and
 // was last set at most seconds ago (0: any time).
-func (t *tracer) seen(list string, seconds int) bool {
-	at, ok := t.hist.Recent[list][t.pkt.Src.String()]
-	return ok && fresh(at, t.hist.Now, seconds)
+func (t *Walker) seen(list string, seconds int) bool {
+	at, ok := t.History.Recent[list][t.Packet.Src.String()]
+	return ok && fresh(at, t.History.Now, seconds)
 }
 
 // fresh is xt_recent's age test (net/netfilter/xt_recent.c, recent_mt): a

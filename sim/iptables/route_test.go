@@ -209,3 +209,53 @@ func TestAffinityKeepsAClientOnItsEndpoint(t *testing.T) {
 		t.Errorf("another client: %v, want the spread %v", got, first)
 	}
 }
+
+// The IPVS proxier's matches parse, refuse what iptables refuses, and
+// the walker answers them: ipset matches through Sets, physdev as no
+// bridge, `-m ipvs` by the virtual server that took the packet.
+func TestIPVSModeMatches(t *testing.T) {
+	for _, bad := range []string{
+		"--match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT",
+		"-m set --match-set KUBE-CLUSTER-IP dst,port -j ACCEPT",
+		"-m set --match-set KUBE-CLUSTER-IP",
+		"-m ipvs --vport 0 -j DROP",
+		"--physdev-is-in -j ACCEPT",
+	} {
+		if _, err := iptables.ParseRule(bad); err == nil {
+			t.Errorf("ParseRule(%q) succeeded", bad)
+		}
+	}
+	rs, err := iptables.Apply(iptables.NewRuleset(), `*filter
+:OUTPUT ACCEPT [0:0]
+-A OUTPUT -m physdev --physdev-is-in -j DROP
+-A OUTPUT -s 203.0.113.10 -m ipvs --vaddr 203.0.113.10 --vproto tcp --vport 80 -j DROP
+-A OUTPUT -m set ! --match-set ALLOWED dst,dst -j REJECT
+COMMIT
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := func(name, flags string, src net.IP, proto string, p iptables.Path) (bool, error) {
+		return name == "ALLOWED" && p.DPort == 80, nil
+	}
+	for _, tc := range []struct {
+		src   string
+		vs    iptables.VirtualAddr
+		dport int
+		want  string
+	}{
+		{"203.0.113.10", iptables.VirtualAddr{Addr: net.ParseIP("203.0.113.10"), Proto: "tcp", Port: 80}, 80, "DROP"},
+		{"203.0.113.10", iptables.VirtualAddr{Addr: net.ParseIP("203.0.113.10"), Proto: "tcp", Port: 443}, 80, "ACCEPT"},
+		{"203.0.113.10", iptables.VirtualAddr{}, 80, "ACCEPT"},
+		{"10.0.0.1", iptables.VirtualAddr{}, 81, "REJECT"},
+	} {
+		w := &iptables.Walker{Rules: rs, Packet: iptables.Packet{Src: net.ParseIP(tc.src), Dst: net.ParseIP("10.244.1.2"), DPort: tc.dport, Protocol: "tcp"}, Sets: sets}
+		out, err := w.Chain("filter", "OUTPUT", iptables.Path{Dst: w.Packet.Dst, DPort: tc.dport, VS: tc.vs}, big.NewRat(1, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 1 || out[0].Verdict != tc.want {
+			t.Errorf("%+v: %+v, want %s", tc, out, tc.want)
+		}
+	}
+}

@@ -40,6 +40,20 @@ type Rule struct {
 	RecentReap       bool
 	NFAcctName       string
 
+	// MatchSet is an ipset match (`-m set [!] --match-set NAME FLAGS`, as
+	// kube-proxy's IPVS proxier writes them); FLAGS is the src/dst list.
+	MatchSet      string
+	MatchSetFlags string
+	NotMatchSet   bool
+	// PhysdevIsIn is `-m physdev [!] --physdev-is-in`: the packet came in
+	// through a bridge port.
+	PhysdevIsIn, NotPhysdevIsIn bool
+	// VAddr, VProto and VPort are `-m ipvs --vaddr --vproto --vport`: the
+	// packet belongs to an IPVS connection of that virtual server.
+	VAddr  *net.IPNet
+	VProto string
+	VPort  int
+
 	Target      string // a chain, or ACCEPT, DROP, REJECT, RETURN, DNAT, MARK, MASQUERADE
 	ToDest      string // DNAT --to-destination ip:port, as written
 	ToIP        net.IP
@@ -153,7 +167,7 @@ func ParseRule(text string) (*Rule, error) {
 		negatable := false
 		var v string
 		switch w {
-		case "--rcheck", "--set", "--reap", "--random-fully":
+		case "--rcheck", "--set", "--reap", "--random-fully", "--physdev-is-in":
 		default:
 			if v, err = need(i); err != nil {
 				return nil, err
@@ -180,7 +194,7 @@ func ParseRule(text string) (*Rule, error) {
 			}
 		case "-m", "--match":
 			switch v {
-			case "comment", "tcp", "udp", "sctp", "statistic", "mark", "conntrack", "addrtype", "recent", "nfacct":
+			case "comment", "tcp", "udp", "sctp", "statistic", "mark", "conntrack", "addrtype", "recent", "nfacct", "set", "physdev", "ipvs":
 				modules[v] = true
 			default:
 				return nil, fmt.Errorf("unknown match %q", v)
@@ -267,6 +281,51 @@ func ParseRule(text string) (*Rule, error) {
 				return nil, fmt.Errorf("--nfacct-name without -m nfacct")
 			}
 			r.NFAcctName = v
+		case "--match-set":
+			if !modules["set"] {
+				return nil, fmt.Errorf("--match-set without -m set")
+			}
+			if i+1 >= len(words) {
+				return nil, fmt.Errorf("--match-set needs a set name and flags")
+			}
+			i++
+			r.MatchSet, r.MatchSetFlags, r.NotMatchSet, negatable = v, words[i], wasNot, true
+			for _, f := range strings.Split(r.MatchSetFlags, ",") {
+				if f != "src" && f != "dst" {
+					return nil, fmt.Errorf("bad --match-set flags %q (want src/dst, comma-separated)", r.MatchSetFlags)
+				}
+			}
+		case "--physdev-is-in":
+			if !modules["physdev"] {
+				return nil, fmt.Errorf("--physdev-is-in without -m physdev")
+			}
+			r.PhysdevIsIn, r.NotPhysdevIsIn, negatable = true, wasNot, true
+		case "--vaddr":
+			if !modules["ipvs"] {
+				return nil, fmt.Errorf("--vaddr without -m ipvs")
+			}
+			if r.VAddr, err = parseNet(v); err != nil {
+				return nil, err
+			}
+		case "--vproto":
+			if !modules["ipvs"] {
+				return nil, fmt.Errorf("--vproto without -m ipvs")
+			}
+			switch v {
+			case "tcp", "udp", "sctp":
+				r.VProto = v
+			default:
+				return nil, fmt.Errorf("unknown --vproto %q", v)
+			}
+		case "--vport":
+			if !modules["ipvs"] {
+				return nil, fmt.Errorf("--vport without -m ipvs")
+			}
+			p, err := strconv.Atoi(v)
+			if err != nil || p < 1 || p > 65535 {
+				return nil, fmt.Errorf("bad --vport %q", v)
+			}
+			r.VPort = p
 		case "-j", "--jump":
 			if r.Target != "" {
 				return nil, fmt.Errorf("two targets")

@@ -15,9 +15,18 @@ import (
 // each, programmed once, with the handlers fed directly (no informers): the
 // benchmarks measure the sync itself.
 func benchProxier(b *testing.B, n, perService int, full time.Duration) (*proxy.Proxier, *vclock.Clock) {
+	return benchProxierPath(b, n, perService, full, false)
+}
+
+// benchProxierPath is benchProxier, with the ipsets and iptables rules
+// written too when packetPath is set.
+func benchProxierPath(b *testing.B, n, perService int, full time.Duration, packetPath bool) (*proxy.Proxier, *vclock.Clock) {
 	b.Helper()
 	clk := vclock.New(vclock.Epoch)
 	dp, _, _, _ := fakes.Dataplane("6.1.0", clk)
+	if packetPath {
+		dp.IPSets, dp.IPTables = fakes.NewIPSets(), fakes.NewIPTables()
+	}
 	backend, err := ipvs.New(ipvs.Config{FullSyncPeriod: full}, dp, clk, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -63,6 +72,28 @@ func BenchmarkSyncOneChangedService(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		s := slices[i%len(slices)].DeepCopy()
 		s.Endpoints = s.Endpoints[:len(s.Endpoints)-1-i%2] // a real change every time
+		s.ResourceVersion = fmt.Sprint(i)
+		if err := p.OnEndpointSliceUpdate(nil, s); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.SyncProxyRules(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSyncOneChangedServiceWithPacketPath is the same sync with the
+// ipsets and iptables rules written too: kube-proxy recomputes every set
+// from every service port at each sync, and so does proxysim, so the
+// change costs in proportion to the cluster.
+func BenchmarkSyncOneChangedServiceWithPacketPath(b *testing.B) {
+	p, _ := benchProxierPath(b, 10000, 10, 0, true)
+	_, slices := fakes.Cluster(10000, 10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := slices[i%len(slices)].DeepCopy()
+		s.Endpoints = s.Endpoints[:len(s.Endpoints)-1-i%2]
 		s.ResourceVersion = fmt.Sprint(i)
 		if err := p.OnEndpointSliceUpdate(nil, s); err != nil {
 			b.Fatal(err)

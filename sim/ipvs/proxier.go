@@ -51,6 +51,17 @@ type Config struct {
 	// proxier never does this (it logs the failure and reports success); its
 	// iptables and nftables proxiers fail the sync when a restore fails.
 	SyncFailsOnError bool
+
+	// The ipsets and iptables rules, written when the Dataplane has
+	// IPSets and IPTables (see syncRules). ClusterCIDR is the pod CIDR of
+	// the local-traffic detector (masquerade traffic to a ClusterIP from
+	// outside it); MasqueradeAll masquerades all of it; MasqueradeBit is
+	// --iptables-masquerade-bit (0: 14); NoRandomFully is an iptables
+	// without MASQUERADE --random-fully.
+	ClusterCIDR   string
+	MasqueradeAll bool
+	MasqueradeBit int
+	NoRandomFully bool
 }
 
 // Op is one dataplane operation, reported to an observer.
@@ -286,6 +297,7 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	p.syncRules(s, do)
 	p.work, p.workFull, p.cur = p.cur, full, nil
 	p.initialSync = false
 	p.needFull = len(errs) > 0

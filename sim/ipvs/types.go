@@ -1,6 +1,9 @@
 // Package ipvs is proxysim's IPVS proxier: it turns the applied service and
 // endpoint state into IPVS virtual and real servers, addresses on the
-// kube-ipvs0 dummy device and sysctls, through the interfaces defined here.
+// kube-ipvs0 dummy device and sysctls, through the interfaces defined here;
+// on a Dataplane with IPSets and IPTables, also the ipsets and iptables
+// rules kube-proxy's IPVS proxier writes (rules.go). PathView.Route traces
+// a packet through those rules and the IPVS table (route.go).
 //
 // Backend plugs the proxier into a sim.World as its dataplane backend: this
 // package imports sim, never the other way round. fakes/ implements the
@@ -13,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/proxy"
 )
 
@@ -131,4 +135,9 @@ type Dataplane struct {
 	Addresses     AddressBinder
 	Sysctl        Sysctl
 	KernelVersion string
+	// IPSets and IPTables, when both are set, get the ipsets and iptables
+	// rules kube-proxy's IPVS proxier writes next to IPVS; without them
+	// the proxier programs IPVS and kube-ipvs0 only.
+	IPSets   IPSetHandle
+	IPTables iptables.Dataplane
 }

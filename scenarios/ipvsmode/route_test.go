@@ -1,0 +1,129 @@
+package ipvsmode_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/proxysim/proxysim/fakes"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/sim/ipvs"
+)
+
+func replayFile(t *testing.T, file string) *scenarios.Result {
+	t.Helper()
+	s, err := scenarios.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := scenarios.Replay(s, scenarios.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// The library's IPVS packet-path scenarios pass with their routes.
+func TestIPVSRouteScenariosPass(t *testing.T) {
+	var files []string
+	all, _ := filepath.Glob("../library/ipvs-*.yaml")
+	for _, f := range all {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), "packetPath: true") {
+			files = append(files, f)
+		}
+	}
+	if len(files) < 4 {
+		t.Fatalf("only %d IPVS route scenarios", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			res := replayFile(t, f)
+			if !res.Passed() || res.Checks == 0 {
+				var b strings.Builder
+				scenarios.Report(&b, res, true)
+				t.Fatalf("want a pass with checks:\n%s", b.String())
+			}
+		})
+	}
+}
+
+var wantFail = regexp.MustCompile(`(?m)^# want-fail: (\d+) (\S+) at (\S+)$`)
+
+// Their failing twins fail exactly at their "# want-fail: LINE WHAT at
+// INSTANT" lines: routes another mode gives, or a broken feature would.
+func TestIPVSFailingRoutesFailWhereDeclared(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/ipvs/failing/*.yaml")
+	if len(files) < 2 {
+		t.Fatalf("only %d failing IPVS scenarios", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want, got []string
+			for _, m := range wantFail.FindAllStringSubmatch(string(src), -1) {
+				want = append(want, fmt.Sprintf("%s %s at %s", m[1], m[2], m[3]))
+			}
+			res := replayFile(t, f)
+			for _, fl := range res.Failures {
+				got = append(got, fmt.Sprintf("%d %s at %v", fl.Pos.Line, fl.What, fl.At))
+			}
+			sort.Strings(want)
+			sort.Strings(got)
+			if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+				var b strings.Builder
+				scenarios.Report(&b, res, false)
+				t.Fatalf("failures differ\n got: %v\nwant: %v\n%s", got, want, b.String())
+			}
+		})
+	}
+}
+
+// clusterCIDR must be an IPv4 CIDR.
+func TestPacketPathSettingsAreChecked(t *testing.T) {
+	_, err := parse(t, "name: x\nproxy: {version: v1.36.0, packetPath: true, clusterCIDR: nope}\ntimeline: [{at: 0s, note: n}]\n")
+	if err == nil || !strings.Contains(err.Error(), `"nope" is not an IPv4 CIDR`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// masqueraded names outcomes of the shares, each at most its share, and
+// needs a tracer that tells masquerade; again is refused.
+func TestRouteMasqueradedIsChecked(t *testing.T) {
+	head := "name: x\nproxy: {version: v1.36.0, packetPath: true}\ntimeline:\n- at: 1s\n  expect:\n    route: "
+	for _, tc := range []struct{ route, want string }{
+		{"{from: 10.0.0.1, to: 10.96.0.10:80, shares: {10.244.1.2:80: 1}, masqueraded: {10.244.1.3:80: 1}}", `"10.244.1.3:80" is not one of the shares' outcomes`},
+		{"{from: 10.0.0.1, to: 10.96.0.10:80, shares: {10.244.1.2:80: 1/2, REJECT: 1/2}, masqueraded: {10.244.1.2:80: 1}}", "want a share in (0, 1/2]"},
+		{"{from: 10.0.0.1, to: 10.96.0.10:80, again: 1s, shares: {\"A:1 -> A:1\": 1}}", "one connection only"},
+	} {
+		_, err := parse(t, head+tc.route+"\n")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.route, err, tc.want)
+		}
+	}
+}
+
+// packetPath on a dataplane without ipsets and iptables (a real kernel's,
+// for now) is refused when the replay opens it, and the dataplane closed.
+func TestPacketPathNeedsRulesOnTheDataplane(t *testing.T) {
+	s, err := parse(t, "name: x\nproxy: {version: v1.36.0, packetPath: true}\ntimeline: [{at: 1s, note: n}]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := 0
+	factory := ipvsmode.OnKernel(func() (ipvs.Dataplane, func() error, error) {
+		dp, _, _, _ := fakes.Dataplane("6.1.0", nil)
+		return dp, func() error { closed++; return nil }, nil
+	})
+	_, err = scenarios.Replay(s, scenarios.Options{Dataplane: factory})
+	if err == nil || !strings.Contains(err.Error(), "modelled on the fake dataplane only") || closed != 1 {
+		t.Fatalf("got %v, closed %d", err, closed)
+	}
+}
