@@ -1,0 +1,162 @@
+package realcp
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/proxysim/proxysim/netns"
+)
+
+// nfacctMatch is the match kube-proxy adds to a rule when the kernel has
+// its nfacct counter ([K] pkg/proxy/iptables/proxier.go, the INVALID drop
+// in KUBE-FORWARD). proxysim models no nfacct counters (sim/iptables
+// render.go: they depend on the host), so the kernel's rule is compared
+// without it.
+var nfacctMatch = regexp.MustCompile(` -m nfacct --nfacct-name \S+`)
+
+// compareTables compares proxysim's dataplane after a sync (iptables-save
+// text, or an `nft -f` dump) with the kernel's (iptables-save, or `nft
+// list table`), by meaning: netns.CompareSaves for iptables; for
+// nftables the dump is loaded into a scratch namespace and listed by the
+// same nft, then netns.CompareNFTLists.
+func compareTables(mode, predicted, kernel string) error {
+	if mode == "nftables" {
+		want, err := listLoaded(predicted)
+		if err != nil {
+			return fmt.Errorf("the kernel refuses proxysim's table: %w", err)
+		}
+		return netns.CompareNFTLists(want, kernel)
+	}
+	return netns.CompareSaves(predicted, nfacctMatch.ReplaceAllString(kernel, ""))
+}
+
+// listLoaded loads an nft dump in a scratch namespace and lists the table
+// as the kernel prints it.
+func listLoaded(dump string) (string, error) {
+	scratch, err := netns.Create("canon")
+	if err != nil {
+		return "", err
+	}
+	defer scratch.Close()
+	err = scratch.Do(func() error {
+		var stderr strings.Builder
+		cmd := exec.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(dump)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("nft -f: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	nft, err := scratch.NFTables("ip", "kube-proxy")
+	if err != nil {
+		return "", err
+	}
+	return nft.ListTable("ip", "kube-proxy")
+}
+
+// comparedMetrics are the metrics whose every series must be equal on
+// both sides: counters and gauges by value, histograms by sample count
+// (their sums and buckets hold real durations). Timestamps are wall-clock
+// on one side and virtual on the other: left out.
+var comparedMetrics = []string{
+	"kubeproxy_sync_proxy_rules_duration_seconds",
+	"kubeproxy_sync_full_proxy_rules_duration_seconds",
+	"kubeproxy_sync_partial_proxy_rules_duration_seconds",
+	"kubeproxy_sync_proxy_rules_endpoint_changes_pending",
+	"kubeproxy_sync_proxy_rules_endpoint_changes_total",
+	"kubeproxy_sync_proxy_rules_service_changes_pending",
+	"kubeproxy_sync_proxy_rules_service_changes_total",
+	"kubeproxy_network_programming_duration_seconds",
+	"kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+	"kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
+	"kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total",
+	"kubeproxy_sync_proxy_rules_iptables_total",
+	"kubeproxy_sync_proxy_rules_iptables_last",
+	"kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
+	"kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
+}
+
+// series is one metric series' compared value, keyed by name and labels.
+func seriesOf(text string) (map[string]float64, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, name := range comparedMetrics {
+		f := fams[name]
+		if f == nil {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			key := name + labelsOf(m)
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				out[key] = m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				out[key] = m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				out[key+" count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out, nil
+}
+
+func labelsOf(m *dto.Metric) string {
+	var l []string
+	for _, p := range m.GetLabel() {
+		l = append(l, p.GetName()+"="+p.GetValue())
+	}
+	slices.Sort(l)
+	return "{" + strings.Join(l, ",") + "}"
+}
+
+// compareMetrics lists the compared series whose values differ, or that
+// only one side has.
+func compareMetrics(real, predicted, mode string) []string {
+	r, err := seriesOf(real)
+	if err != nil {
+		return []string{fmt.Sprintf("kube-proxy's /metrics: %v", err)}
+	}
+	p, err := seriesOf(predicted)
+	if err != nil {
+		return []string{fmt.Sprintf("proxysim's metrics: %v", err)}
+	}
+	var keys []string
+	for k := range r {
+		keys = append(keys, k)
+	}
+	for k := range p {
+		if _, ok := r[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var diffs []string
+	for _, k := range keys {
+		rv, rok := r[k]
+		pv, pok := p[k]
+		switch {
+		case !rok:
+			diffs = append(diffs, fmt.Sprintf("metric %s: predicted %v, kube-proxy has none", k, pv))
+		case !pok:
+			diffs = append(diffs, fmt.Sprintf("metric %s: kube-proxy %v, not predicted", k, rv))
+		case rv != pv:
+			diffs = append(diffs, fmt.Sprintf("metric %s: predicted %v, kube-proxy %v", k, pv, rv))
+		}
+	}
+	return diffs
+}

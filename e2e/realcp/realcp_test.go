@@ -1,0 +1,334 @@
+package realcp
+
+import (
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/proxysim/proxysim/e2e/transcript"
+	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/iptablesmode"
+	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+)
+
+var (
+	updateVerdicts = flag.Bool("update-realcp", false, "rewrite the pinned verdicts (testdata/realcp-*.txt) instead of comparing with them")
+	onlyScenario   = flag.String("realcp-scenario", "", "run only this library scenario")
+)
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// requireRoot skips (or, under PROXYSIM_REALCP_REQUIRED, fails) when this
+// host cannot run kube-proxy in a namespace.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("PROXYSIM_REALCP_REQUIRED") != "" {
+		skip = t.Fatalf
+	}
+	if !netns.Privileged() {
+		skip("kube-proxy in a network namespace needs root (make realcp runs as root)")
+	}
+}
+
+// bare is an object as a client writes it: no resourceVersion (writes are
+// unconditional), no UID or creation time of proxysim's store.
+func bare(o runtime.Object) runtime.Object {
+	c := o.DeepCopyObject()
+	if m, ok := c.(metav1.Object); ok {
+		m.SetResourceVersion("")
+		m.SetUID("")
+		m.SetCreationTimestamp(metav1.Time{})
+		m.SetGeneration(0)
+		m.SetManagedFields(nil)
+	}
+	return c
+}
+
+// apply sends one object write to the API server.
+func apply(ctx context.Context, client kubernetes.Interface, op string, obj runtime.Object) error {
+	switch o := bare(obj).(type) {
+	case *v1.Service:
+		c := client.CoreV1().Services(o.Namespace)
+		switch op {
+		case "add":
+			_, err := c.Create(ctx, o, metav1.CreateOptions{})
+			return err
+		case "update":
+			_, err := c.Update(ctx, o, metav1.UpdateOptions{})
+			return err
+		case "delete":
+			return c.Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+	case *discovery.EndpointSlice:
+		c := client.DiscoveryV1().EndpointSlices(o.Namespace)
+		switch op {
+		case "add":
+			_, err := c.Create(ctx, o, metav1.CreateOptions{})
+			return err
+		case "update":
+			_, err := c.Update(ctx, o, metav1.UpdateOptions{})
+			return err
+		case "delete":
+			return c.Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+	}
+	return fmt.Errorf("cannot write %T (%s)", obj, op)
+}
+
+// defaultNodeIP is the Node's address when the scenario names none (the
+// library's usual node address).
+const defaultNodeIP = "192.168.0.2"
+
+// configOf is kube-proxy's configuration for the scenario.
+func configOf(s *scenarios.Scenario, backend netns.IPTablesBackend) (proxyConfig, error) {
+	c := proxyConfig{
+		Mode: s.Proxy.Mode, Backend: backend, NodeName: s.Proxy.NodeName, NodeIP: defaultNodeIP,
+		SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second, ConfigSyncPeriod: 15 * time.Minute,
+	}
+	if c.NodeName == "" {
+		c.NodeName = "node-a"
+	}
+	if s.Proxy.SyncPeriod != nil {
+		c.SyncPeriod = s.Proxy.SyncPeriod.D()
+	}
+	c.MinSyncPeriod = scenarios.RunnerConfig(s.Proxy).MinInterval
+	if s.Proxy.ConfigSyncPeriod != nil && s.Proxy.ConfigSyncPeriod.D() > 0 {
+		c.ConfigSyncPeriod = s.Proxy.ConfigSyncPeriod.D()
+	}
+	var nodeIPs []string
+	switch set := s.Proxy.Settings.(type) {
+	case *iptablesmode.Settings:
+		nodeIPs, c.ClusterCIDR, c.MasqueradeAll = set.NodeIPs, set.ClusterCIDR, set.MasqueradeAll
+	case *nftablesmode.Settings:
+		nodeIPs, c.ClusterCIDR, c.MasqueradeAll = set.NodeIPs, set.ClusterCIDR, set.MasqueradeAll
+		if set.NodePortAddresses == "primary" {
+			c.NodePortAddresses = []string{"primary"}
+		}
+	default:
+		return c, fmt.Errorf("mode %q is not compared here", s.Proxy.Mode)
+	}
+	if len(nodeIPs) > 1 {
+		return c, fmt.Errorf("%d node IPs: the Node has one", len(nodeIPs))
+	}
+	if len(nodeIPs) == 1 {
+		c.NodeIP = nodeIPs[0]
+	}
+	return c, nil
+}
+
+// predicted is s as kube-proxy met it: the API server's own
+// default/kubernetes Service among the objects, each runner run costing
+// what kube-proxy's logged (syncCost runs; the initial, direct sync takes
+// no time in proxysim), and no expectations (written for proxysim's
+// dataplane alone).
+func predicted(s *scenarios.Scenario, kubeSvc *v1.Service, runs []time.Duration) *scenarios.Scenario {
+	c := *s
+	c.Initial = append([]scenarios.Object{{Obj: bare(kubeSvc), Kind: "Service", Key: scenarios.KeyOf("Service", kubeSvc.Namespace, kubeSvc.Name)}}, s.Initial...)
+	c.Proxy.SyncCost = scenarios.SyncCost{}
+	for _, r := range runs {
+		c.Proxy.SyncCost.Runs = append(c.Proxy.SyncCost.Runs, scenarios.Duration(r))
+	}
+	c.Timeline = nil
+	for _, st := range s.Timeline {
+		st.Expect = nil
+		c.Timeline = append(c.Timeline, st)
+	}
+	return &c
+}
+
+// run is one scenario replayed against the real kube-proxy.
+type run struct {
+	s       *scenarios.Scenario
+	t0      time.Time // kube-proxy's first sync started
+	syncs   []realSync
+	writes  []time.Duration // when each write was issued, after t0
+	metrics string
+	wall    time.Duration
+	startup time.Duration // control plane
+	proxyUp time.Duration // kube-proxy started to its first sync
+}
+
+// replayReal runs s against a real control plane and kube-proxy.
+func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, backend netns.IPTablesBackend, binary string) (*run, *v1.Service) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := configOf(s, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	began := time.Now()
+	cp := startControlPlane(t, dir)
+	r := &run{s: s, startup: cp.Startup}
+	t.Logf("control plane (etcd + kube-apiserver) ready in %v", cp.Startup.Round(time.Millisecond))
+	kubeSvc, err := cp.kubernetesService(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Services first, as a cluster would have them before their slices.
+	for _, kind := range []string{"Service", "EndpointSlice"} {
+		for _, o := range tr.Initial {
+			if kindOf(o) != kind {
+				continue
+			}
+			if err := apply(ctx, cp.client, "add", o); err != nil {
+				t.Fatalf("create %s: %v", kind, err)
+			}
+		}
+	}
+	proxyStart := time.Now()
+	kp := startKubeProxy(t, cp, dir, binary, cfg)
+	if err := kp.log.waitSyncs(1, 90*time.Second); err != nil {
+		t.Fatalf("kube-proxy's first sync: %v\n%s", err, kp.log.Tail(40))
+	}
+	r.t0 = kp.log.Syncs()[0].Start
+	r.proxyUp = r.t0.Sub(proxyStart)
+	t.Logf("kube-proxy's first sync %v after it was started", r.proxyUp.Round(time.Millisecond))
+	for _, a := range tr.Script {
+		if a.Write == nil {
+			t.Fatalf("%s: a fault or restart at %v cannot be replayed here yet", s.Name, a.At)
+		}
+		if d := time.Until(r.t0.Add(a.At)); d > 0 {
+			time.Sleep(d)
+		}
+		r.writes = append(r.writes, time.Since(r.t0)-a.At)
+		if err := apply(ctx, cp.client, a.Write.Op, a.Write.Obj); err != nil {
+			t.Fatalf("%v: %s %s: %v", a.At, a.Write.Op, a.Write.Kind, err)
+		}
+	}
+	if d := time.Until(r.t0.Add(s.Length())); d > 0 {
+		time.Sleep(d)
+	}
+	// A sync under way at the end completes, and is compared.
+	n := len(kp.log.Syncs())
+	if err := kp.log.waitSyncs(n, 30*time.Second); err != nil {
+		t.Fatalf("the last sync: %v", err)
+	}
+	if done, err := kp.exited(); done {
+		t.Fatalf("kube-proxy exited: %v\n%s", err, kp.log.Tail(40))
+	}
+	r.metrics, err = kp.metrics()
+	if err != nil {
+		t.Fatalf("scrape kube-proxy's /metrics: %v", err)
+	}
+	r.syncs = kp.log.Syncs()
+	r.wall = time.Since(began)
+	return r, kubeSvc
+}
+
+// kindOf is "Service" or "EndpointSlice" by the object's Go type.
+func kindOf(o runtime.Object) string {
+	switch o.(type) {
+	case *v1.Service:
+		return "Service"
+	case *discovery.EndpointSlice:
+		return "EndpointSlice"
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+// within reports whether a real instant (after t0) is a predicted one
+// (after 0) give or take tol.
+func within(real, pred, tol time.Duration) bool {
+	d := real - pred
+	return d <= tol && d >= -tol
+}
+
+// compareRun matches every real sync with proxysim's prediction: the same
+// number, each start within tolerance, the same outcome, and the same
+// tables after each; then the metrics. It returns one line per difference,
+// and the largest start offset seen.
+func compareRun(t *testing.T, r *run, kubeSvc *v1.Service, mode string, tol time.Duration) (diffs []string, jitter time.Duration) {
+	var runs []time.Duration
+	for _, s := range r.syncs[min(1, len(r.syncs)):] {
+		runs = append(runs, s.Elapsed)
+	}
+	ptr, err := transcript.Record(predicted(r.s, kubeSvc, runs))
+	if err != nil {
+		t.Fatalf("proxysim's prediction: %v", err)
+	}
+	pred := ptr.Syncs
+	if len(pred) != len(r.syncs) {
+		diffs = append(diffs, fmt.Sprintf("%d syncs predicted %v, %d by kube-proxy %v", len(pred), predStarts(pred), len(r.syncs), realStarts(r)))
+	}
+	for i := 0; i < min(len(pred), len(r.syncs)); i++ {
+		p, g := pred[i], r.syncs[i]
+		at := g.Start.Sub(r.t0)
+		if d := absDur(at - p.Start); d > jitter {
+			jitter = d
+		}
+		if !within(at, p.Start, tol) {
+			diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at - p.Start).Round(time.Millisecond), tol))
+		}
+		if (p.Err != "") != g.Failed {
+			diffs = append(diffs, fmt.Sprintf("sync %d: predicted error %q, kube-proxy failed=%v", i+1, p.Err, g.Failed))
+		}
+		if g.SnapErr != nil {
+			diffs = append(diffs, fmt.Sprintf("sync %d: reading the kernel: %v", i+1, g.SnapErr))
+			continue
+		}
+		if err := compareTables(mode, p.Dataplane, g.Dataplane); err != nil {
+			note := ""
+			if g.Overlapped {
+				note = " (the next sync had started before the kernel was read)"
+			}
+			diffs = append(diffs, fmt.Sprintf("sync %d at %v: tables differ%s: %v", i+1, p.Start, note, err))
+		}
+	}
+	diffs = append(diffs, compareMetrics(r.metrics, string(ptr.Result.Metrics), mode)...)
+	return diffs, jitter
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+func predStarts(s []transcript.Sync) []time.Duration {
+	var out []time.Duration
+	for _, x := range s {
+		out = append(out, x.Start)
+	}
+	return out
+}
+
+func realStarts(r *run) []time.Duration {
+	var out []time.Duration
+	for _, x := range r.syncs {
+		out = append(out, x.Start.Sub(r.t0).Round(time.Millisecond))
+	}
+	return out
+}
+
+// describe is a run's syncs for the log: start after t0, full or partial,
+// logged duration.
+func describe(r *run) string {
+	var b strings.Builder
+	for i, s := range r.syncs {
+		kind := "partial"
+		if s.Full {
+			kind = "full"
+		}
+		fmt.Fprintf(&b, "  sync %d at %v, %s, %v", i+1, s.Start.Sub(r.t0).Round(time.Millisecond), kind, s.Elapsed.Round(100*time.Microsecond))
+		if s.Failed {
+			b.WriteString(", failed")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

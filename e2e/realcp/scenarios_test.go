@@ -1,0 +1,88 @@
+package realcp
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxysim/proxysim/e2e/transcript"
+	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+)
+
+// tolerance is how far a real sync's start may be from its predicted
+// instant. Measured (docs/realcp.md): kube-proxy's watch delivers a write
+// a few milliseconds after the API call, and its runner timers fire late
+// by the machine's load; the largest offset seen on a loaded 2-core
+// machine is in the verdicts' log.
+const tolerance = 250 * time.Millisecond
+
+// realCase is one library scenario in one mode (and iptables backend).
+type realCase struct {
+	scenario string
+	backend  netns.IPTablesBackend // iptables mode only
+}
+
+func (c realCase) label(mode string) string {
+	if mode == "iptables" {
+		return c.scenario + " (" + string(c.backend) + ")"
+	}
+	return c.scenario
+}
+
+// realCases are the scenarios compared, in the order run: the short,
+// plain stories first.
+var realCases = []realCase{
+	{scenario: "churn-iptables", backend: netns.NFT},
+	{scenario: "churn-nftables"},
+}
+
+// TestKubeProxyBinaryAgainstPrediction replays each case against a real
+// control plane and kube-proxy's binary, and compares with proxysim's
+// prediction; the verdicts are pinned in testdata/realcp.txt.
+func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
+	requireRoot(t)
+	binary := kubeProxyBinary(t)
+	var rows []transcript.Verdict
+	for _, c := range realCases {
+		if *onlyScenario != "" && c.scenario != *onlyScenario {
+			continue
+		}
+		s, err := scenarios.LoadLibrary(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		label := c.label(s.Proxy.Mode)
+		verdict := ""
+		t.Run(strings.ReplaceAll(label, " ", "_"), func(t *testing.T) {
+			verdict = "DIFFERENT"
+			tr, err := transcript.Record(s)
+			if err != nil {
+				t.Fatalf("proxysim: %v", err)
+			}
+			r, kubeSvc := replayReal(t, s, tr, c.backend, binary)
+			t.Logf("kube-proxy's syncs (after its first):\n%s", describe(r))
+			diffs, jitter := compareRun(t, r, kubeSvc, s.Proxy.Mode, tolerance)
+			t.Logf("%s: %v in real time (%v of scenario), control plane up in %v, kube-proxy's first sync %v after its start; largest sync offset %v; writes issued late by at most %v",
+				label, r.wall.Round(time.Second), s.Length(), r.startup.Round(time.Millisecond), r.proxyUp.Round(time.Millisecond), jitter.Round(time.Millisecond), maxDur(r.writes).Round(time.Millisecond))
+			if len(diffs) > 0 {
+				t.Fatalf("kube-proxy's binary and proxysim differ:\n%s", strings.Join(diffs, "\n"))
+			}
+			verdict = fmt.Sprintf("identical (%d syncs)", len(r.syncs))
+		})
+		rows = append(rows, transcript.Verdict{Scenario: label, Verdict: verdict})
+	}
+	if *onlyScenario != "" {
+		return
+	}
+	transcript.CheckVerdicts(t, "testdata/realcp.txt", fmt.Sprintf("kube-proxy v1.36.3's binary on a real API server against proxysim's prediction (sync starts within %v, tables equal after every sync, metrics equal)", tolerance), rows, *updateVerdicts)
+}
+
+func maxDur(ds []time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
