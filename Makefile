@@ -145,3 +145,13 @@ upstream-bubble:
 BUBBLE_RUNS ?= 5
 
 ci: vet test race fuzz upstream
+
+.PHONY: realcp
+## realcp: kube-proxy v1.36.3's binary (built from e2e/realcp, or KUBE_PROXY=path/to/your/kube-proxy) on a
+## real etcd + kube-apiserver started in process, in a throwaway network namespace of this host's kernel
+## (iptables through both backends, nftables); library scenarios replayed in real time and compared with
+## proxysim's prediction, sync by sync (root; installs the tools; fails, never skips, when it cannot run)
+realcp:
+	@[ "$$(id -u)" = 0 ] || { echo "make realcp needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v . $(if $(REALCP_SCENARIO),-args -realcp-scenario $(REALCP_SCENARIO))

@@ -19,7 +19,7 @@ import (
 // in KUBE-FORWARD). proxysim models no nfacct counters (sim/iptables
 // render.go: they depend on the host), so the kernel's rule is compared
 // without it.
-var nfacctMatch = regexp.MustCompile(` -m nfacct --nfacct-name \S+`)
+var nfacctMatch = regexp.MustCompile(` -m nfacct --nfacct-name\s+\S+`)
 
 // compareTables compares proxysim's dataplane after a sync (iptables-save
 // text, or an `nft -f` dump) with the kernel's (iptables-save, or `nft
@@ -34,7 +34,67 @@ func compareTables(mode, predicted, kernel string) error {
 		}
 		return netns.CompareNFTLists(want, kernel)
 	}
-	return netns.CompareSaves(predicted, nfacctMatch.ReplaceAllString(kernel, ""))
+	return netns.CompareSaves(serviceOrder(predicted), serviceOrder(nfacctMatch.ReplaceAllString(kernel, "")))
+}
+
+// sharedChains are the chains every service port writes its rules into;
+// kube-proxy meets the service ports in a Go map's order, proxysim in
+// sorted order.
+var sharedChains = map[string]bool{
+	"KUBE-SERVICES": true, "KUBE-EXTERNAL-SERVICES": true, "KUBE-NODEPORTS": true, "KUBE-PROXY-FIREWALL": true,
+}
+
+// serviceOrder puts the rules of each shared chain in the order of the
+// service port their comment names (each port's rules keep their order;
+// rules for no service port, such as the node-ports jump, last): the same
+// normalisation as the bubble comparison's (e2e/transcript
+// CanonicalIPTables, 3), on iptables-save text.
+func serviceOrder(save string) string {
+	lines := strings.Split(save, "\n")
+	var out []string
+	for i := 0; i < len(lines); {
+		chain := chainOf(lines[i])
+		if !sharedChains[chain] {
+			out = append(out, lines[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(lines) && chainOf(lines[j]) == chain {
+			j++
+		}
+		block := slices.Clone(lines[i:j])
+		slices.SortStableFunc(block, func(a, b string) int { return strings.Compare(servicePortOf(a), servicePortOf(b)) })
+		out = append(out, block...)
+		i = j
+	}
+	return strings.Join(out, "\n")
+}
+
+// chainOf is the chain an "-A CHAIN ..." line appends to, "" otherwise.
+func chainOf(line string) string {
+	rest, ok := strings.CutPrefix(line, "-A ")
+	if !ok {
+		return ""
+	}
+	chain, _, _ := strings.Cut(rest, " ")
+	return chain
+}
+
+// servicePortOf is the service port a rule's comment names ("ns/name" or
+// "ns/name:port", its first word), or "\xff" (after every name) for a
+// rule for no service port.
+func servicePortOf(rule string) string {
+	_, c, ok := strings.Cut(rule, "--comment ")
+	if !ok {
+		return "\xff"
+	}
+	word, _, _ := strings.Cut(strings.TrimPrefix(c, `"`), " ")
+	word = strings.TrimSuffix(word, `"`)
+	if !strings.Contains(word, "/") {
+		return "\xff"
+	}
+	return word
 }
 
 // listLoaded loads an nft dump in a scratch namespace and lists the table
