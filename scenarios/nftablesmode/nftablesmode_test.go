@@ -214,3 +214,21 @@ func TestServiceCIDRsDropUnallocatedClusterIPs(t *testing.T) {
 		}
 	}
 }
+
+// A slice write whose sync starts at once (cooldown over) is checked out
+// by that sync: kube-proxy's tracker counts it pending before its handler
+// asks for the sync, and the sync resets the gauge. nftables-clusterip-
+// spread ends with every write synced, so nothing is pending at its end
+// (the real kube-proxy reports 0 there: e2e/realcp).
+func TestImmediateSyncLeavesNoPendingChange(t *testing.T) {
+	res := replay(t, filepath.Join(library, "nftables-clusterip-spread.yaml"))
+	for _, want := range []string{
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending 0\n",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total 5\n",
+		"kubeproxy_sync_proxy_rules_service_changes_pending 0\n",
+	} {
+		if !strings.Contains(string(res.Metrics), want) {
+			t.Errorf("want %q in\n%s", want, res.Metrics)
+		}
+	}
+}
