@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -21,10 +22,15 @@ import (
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 )
 
-// serviceCIDR is the API server's Service range: the library's ClusterIPs
-// are in 10.96.0.0/12, as kubeadm's default, so its own default/kubernetes
-// Service takes 10.96.0.1.
-const serviceCIDR = "10.96.0.0/12"
+// The API server's Service range is serviceCIDR, so its own
+// default/kubernetes Service takes 10.111.0.1; a second ServiceCIDR object
+// holds libraryCIDR, where the library's ClusterIPs are (kubeadm's
+// default range: one of them is 10.96.0.1, which the kubernetes Service
+// would otherwise take). ServiceCIDRs may overlap.
+const (
+	serviceCIDR = "10.111.0.0/16"
+	libraryCIDR = "10.96.0.0/12"
+)
 
 // controlPlane is etcd and kube-apiserver, both in this process.
 type controlPlane struct {
@@ -125,6 +131,24 @@ func startControlPlane(t *testing.T, dir string) *controlPlane {
 	})
 	if err != nil {
 		t.Fatalf("the API server made no default/kubernetes Service: %v", err)
+	}
+	library := &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: "library"},
+		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{libraryCIDR}},
+	}
+	sc, err := client.NetworkingV1().ServiceCIDRs().Create(context.Background(), library, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("ServiceCIDR %s: %v", libraryCIDR, err)
+	}
+	// Services allocate only from a Ready ServiceCIDR; kube-controller-
+	// manager's servicecidrs controller, which would set it, does not run
+	// here.
+	sc.Status.Conditions = []metav1.Condition{{
+		Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
+		Reason: "realcp", LastTransitionTime: metav1.Now(),
+	}}
+	if _, err := client.NetworkingV1().ServiceCIDRs().UpdateStatus(context.Background(), sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("ServiceCIDR %s ready: %v", libraryCIDR, err)
 	}
 	return &controlPlane{etcd: e, config: cfg, client: client, port: port, Startup: time.Since(start)}
 }

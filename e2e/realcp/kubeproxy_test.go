@@ -59,14 +59,14 @@ func kubeProxyBinary(t *testing.T) string {
 
 // proxyConfig is what kube-proxy is started with, from the scenario.
 type proxyConfig struct {
-	Mode                     string // iptables or nftables
-	Backend                  netns.IPTablesBackend
-	NodeName                 string
-	NodeIP                   string
-	ClusterCIDR              string
-	MasqueradeAll            bool
+	Mode                      string // iptables or nftables
+	Backend                   netns.IPTablesBackend
+	NodeName                  string
+	NodeIP                    string
+	ClusterCIDR               string
+	MasqueradeAll             bool
 	SyncPeriod, MinSyncPeriod time.Duration
-	ConfigSyncPeriod         time.Duration
+	ConfigSyncPeriod          time.Duration
 	// NodePortAddresses: nil = every local address, written as 0.0.0.0/0
 	// (kube-proxy's nftables mode would otherwise default to primary,
 	// cmd/kube-proxy/app/server_linux.go platformApplyDefaults).

@@ -19,6 +19,7 @@ import (
 	"github.com/proxysim/proxysim/e2e/transcript"
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/controllers" // the library's controller stories
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
@@ -62,13 +63,22 @@ func apply(ctx context.Context, client kubernetes.Interface, op string, obj runt
 	switch o := bare(obj).(type) {
 	case *v1.Service:
 		c := client.CoreV1().Services(o.Namespace)
+		// A Service's status (its load balancer's addresses) is written
+		// through its own subresource, as a cloud controller would, right
+		// after the object.
+		status := func(got *v1.Service, err error) error {
+			if err != nil || len(o.Status.LoadBalancer.Ingress) == 0 {
+				return err
+			}
+			got.Status = o.Status
+			_, err = c.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+			return err
+		}
 		switch op {
 		case "add":
-			_, err := c.Create(ctx, o, metav1.CreateOptions{})
-			return err
+			return status(c.Create(ctx, o, metav1.CreateOptions{}))
 		case "update":
-			_, err := c.Update(ctx, o, metav1.UpdateOptions{})
-			return err
+			return status(c.Update(ctx, o, metav1.UpdateOptions{}))
 		case "delete":
 			return c.Delete(ctx, o.Name, metav1.DeleteOptions{})
 		}
@@ -129,13 +139,46 @@ func configOf(s *scenarios.Scenario, backend netns.IPTablesBackend) (proxyConfig
 	return c, nil
 }
 
+// clusterFacts are what the API server adds to a scenario's cluster.
+type clusterFacts struct {
+	// kubernetes is its own default/kubernetes Service.
+	kubernetes *v1.Service
+	// serviceCIDRs are the ranges of its ServiceCIDR objects (the default
+	// one from --service-cluster-ip-range).
+	serviceCIDRs []string
+}
+
+func factsOf(ctx context.Context, cp *controlPlane) (clusterFacts, error) {
+	var f clusterFacts
+	var err error
+	f.kubernetes, err = cp.kubernetesService(ctx)
+	if err != nil {
+		return f, err
+	}
+	list, err := cp.client.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return f, err
+	}
+	for _, sc := range list.Items {
+		f.serviceCIDRs = append(f.serviceCIDRs, sc.Spec.CIDRs...)
+	}
+	return f, nil
+}
+
 // predicted is s as kube-proxy met it: the API server's own
-// default/kubernetes Service among the objects, each runner run costing
+// default/kubernetes Service among the objects, its ServiceCIDRs known to
+// the nftables proxier, each runner run costing
 // what kube-proxy's logged (syncCost runs; the initial, direct sync takes
 // no time in proxysim), and no expectations (written for proxysim's
 // dataplane alone).
-func predicted(s *scenarios.Scenario, kubeSvc *v1.Service, runs []time.Duration) *scenarios.Scenario {
+func predicted(s *scenarios.Scenario, facts clusterFacts, runs []time.Duration) *scenarios.Scenario {
 	c := *s
+	kubeSvc := facts.kubernetes
+	if set, ok := s.Proxy.Settings.(*nftablesmode.Settings); ok {
+		own := *set
+		own.ServiceCIDRs = facts.serviceCIDRs
+		c.Proxy.Settings = &own
+	}
 	c.Initial = append([]scenarios.Object{{Obj: bare(kubeSvc), Kind: "Service", Key: scenarios.KeyOf("Service", kubeSvc.Namespace, kubeSvc.Name)}}, s.Initial...)
 	c.Proxy.SyncCost = scenarios.SyncCost{}
 	for _, r := range runs {
@@ -162,7 +205,7 @@ type run struct {
 }
 
 // replayReal runs s against a real control plane and kube-proxy.
-func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, backend netns.IPTablesBackend, binary string) (*run, *v1.Service) {
+func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, backend netns.IPTablesBackend, binary string) (*run, clusterFacts) {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := configOf(s, backend)
@@ -174,7 +217,7 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 	cp := startControlPlane(t, dir)
 	r := &run{s: s, startup: cp.Startup}
 	t.Logf("control plane (etcd + kube-apiserver) ready in %v", cp.Startup.Round(time.Millisecond))
-	kubeSvc, err := cp.kubernetesService(ctx)
+	facts, err := factsOf(ctx, cp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,11 +252,18 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 			t.Fatalf("%v: %s %s: %v", a.At, a.Write.Op, a.Write.Kind, err)
 		}
 	}
-	if d := time.Until(r.t0.Add(s.Length())); d > 0 {
+	// The replay ends at the scenario's length; a sync that starts by then
+	// (within the tolerance: a write at the last instant) completes, and
+	// is compared; later ones are not the scenario's.
+	if d := time.Until(r.t0.Add(s.Length() + tolerance)); d > 0 {
 		time.Sleep(d)
 	}
-	// A sync under way at the end completes, and is compared.
-	n := len(kp.log.Syncs())
+	n := 0
+	for _, sy := range kp.log.Syncs() {
+		if sy.Start.Sub(r.t0) <= s.Length()+tolerance {
+			n++
+		}
+	}
 	if err := kp.log.waitSyncs(n, 30*time.Second); err != nil {
 		t.Fatalf("the last sync: %v", err)
 	}
@@ -224,9 +274,9 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 	if err != nil {
 		t.Fatalf("scrape kube-proxy's /metrics: %v", err)
 	}
-	r.syncs = kp.log.Syncs()
+	r.syncs = kp.log.Syncs()[:n]
 	r.wall = time.Since(began)
-	return r, kubeSvc
+	return r, facts
 }
 
 // kindOf is "Service" or "EndpointSlice" by the object's Go type.
@@ -251,12 +301,12 @@ func within(real, pred, tol time.Duration) bool {
 // number, each start within tolerance, the same outcome, and the same
 // tables after each; then the metrics. It returns one line per difference,
 // and the largest start offset seen.
-func compareRun(t *testing.T, r *run, kubeSvc *v1.Service, mode string, tol time.Duration) (diffs []string, jitter time.Duration) {
+func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.Duration) (diffs []string, jitter time.Duration) {
 	var runs []time.Duration
 	for _, s := range r.syncs[min(1, len(r.syncs)):] {
 		runs = append(runs, s.Elapsed)
 	}
-	ptr, err := transcript.Record(predicted(r.s, kubeSvc, runs))
+	ptr, err := transcript.Record(predicted(r.s, facts, runs))
 	if err != nil {
 		t.Fatalf("proxysim's prediction: %v", err)
 	}
@@ -271,7 +321,7 @@ func compareRun(t *testing.T, r *run, kubeSvc *v1.Service, mode string, tol time
 			jitter = d
 		}
 		if !within(at, p.Start, tol) {
-			diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at - p.Start).Round(time.Millisecond), tol))
+			diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at-p.Start).Round(time.Millisecond), tol))
 		}
 		if (p.Err != "") != g.Failed {
 			diffs = append(diffs, fmt.Sprintf("sync %d: predicted error %q, kube-proxy failed=%v", i+1, p.Err, g.Failed))
@@ -288,7 +338,11 @@ func compareRun(t *testing.T, r *run, kubeSvc *v1.Service, mode string, tol time
 			diffs = append(diffs, fmt.Sprintf("sync %d at %v: tables differ%s: %v", i+1, p.Start, note, err))
 		}
 	}
-	diffs = append(diffs, compareMetrics(r.metrics, string(ptr.Result.Metrics), mode)...)
+	localhost := 0
+	if n := len(r.syncs); n > 0 && mode == "iptables" {
+		_, localhost = withoutNFAcct(r.syncs[n-1].Dataplane)
+	}
+	diffs = append(diffs, compareMetrics(r.metrics, string(ptr.Result.Metrics), localhost)...)
 	return diffs, jitter
 }
 

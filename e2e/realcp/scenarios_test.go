@@ -2,6 +2,7 @@ package realcp
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,22 @@ func (c realCase) label(mode string) string {
 // realCases are the scenarios compared, in the order run: the short,
 // plain stories first.
 var realCases = []realCase{
+	{scenario: "iptables-probability-spread", backend: netns.NFT},
+	{scenario: "iptables-traffic-policies", backend: netns.NFT},
+	{scenario: "iptables-pod-label-change", backend: netns.NFT},
+	{scenario: "iptables-session-affinity", backend: netns.NFT},
+	{scenario: "iptables-terminating-pod-publish-not-ready", backend: netns.NFT},
+	{scenario: "iptables-rolling-update-controllers", backend: netns.NFT},
 	{scenario: "churn-iptables", backend: netns.NFT},
+	{scenario: "iptables-traffic-policies", backend: netns.Legacy},
+	{scenario: "churn-iptables", backend: netns.Legacy},
+	{scenario: "nftables-traffic-policies"},
+	{scenario: "nftables-session-affinity"},
+	{scenario: "nftables-source-ranges"},
+	{scenario: "nftables-clusterip-spread"},
+	{scenario: "nftables-pod-label-change"},
+	{scenario: "nftables-terminating-pod-publish-not-ready"},
+	{scenario: "nftables-rolling-update-controllers"},
 	{scenario: "churn-nftables"},
 }
 
@@ -46,7 +62,7 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 	binary := kubeProxyBinary(t)
 	var rows []transcript.Verdict
 	for _, c := range realCases {
-		if *onlyScenario != "" && c.scenario != *onlyScenario {
+		if *onlyScenario != "" && !slices.Contains(strings.Split(*onlyScenario, ","), c.scenario) {
 			continue
 		}
 		s, err := scenarios.LoadLibrary(c.scenario)
@@ -61,9 +77,9 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 			if err != nil {
 				t.Fatalf("proxysim: %v", err)
 			}
-			r, kubeSvc := replayReal(t, s, tr, c.backend, binary)
+			r, facts := replayReal(t, s, tr, c.backend, binary)
 			t.Logf("kube-proxy's syncs (after its first):\n%s", describe(r))
-			diffs, jitter := compareRun(t, r, kubeSvc, s.Proxy.Mode, tolerance)
+			diffs, jitter := compareRun(t, r, facts, s.Proxy.Mode, tolerance)
 			t.Logf("%s: %v in real time (%v of scenario), control plane up in %v, kube-proxy's first sync %v after its start; largest sync offset %v; writes issued late by at most %v",
 				label, r.wall.Round(time.Second), s.Length(), r.startup.Round(time.Millisecond), r.proxyUp.Round(time.Millisecond), jitter.Round(time.Millisecond), maxDur(r.writes).Round(time.Millisecond))
 			if len(diffs) > 0 {
