@@ -47,7 +47,7 @@ func TestKilledRunChild(t *testing.T) {
 	dir := t.TempDir()
 	cp := startControlPlane(t, dir)
 	for _, o := range tr.Initial {
-		if err := apply(context.Background(), cp.client, "add", o); err != nil {
+		if err := apply(context.Background(), cp.client, "add", o, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
