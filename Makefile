@@ -154,4 +154,4 @@ ci: vet test race fuzz upstream
 realcp:
 	@[ "$$(id -u)" = 0 ] || { echo "make realcp needs root"; exit 1; }
 	bash netns/hostdeps.sh
-	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v . $(if $(REALCP_SCENARIO),-args -realcp-scenario $(REALCP_SCENARIO))
+	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v . -args $(if $(REALCP_SCENARIO),-realcp-scenario $(REALCP_SCENARIO)) $(if $(REALCP_MAX_LENGTH),-realcp-max-length $(REALCP_MAX_LENGTH))

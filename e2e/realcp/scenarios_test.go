@@ -83,6 +83,9 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if *maxLength > 0 && (s.Length() > *maxLength || c.listed != "") {
+			continue
+		}
 		label := c.label(s.Proxy.Mode)
 		if c.listed != "" {
 			rows = append(rows, transcript.Verdict{Scenario: label, Verdict: "listed: " + c.listed})
@@ -97,17 +100,21 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 			}
 			r, facts := replayReal(t, s, tr, c.backend, binary)
 			t.Logf("kube-proxy's syncs (after its first):\n%s", describe(r))
-			diffs, jitter := compareRun(t, r, facts, s.Proxy.Mode, tolerance)
+			diffs, raced, jitter := compareRun(t, r, facts, s.Proxy.Mode, tolerance)
+			if len(raced) > 0 {
+				t.Logf("accepted: %s", strings.Join(raced, "; "))
+			}
 			t.Logf("%s: %v in real time (%v of scenario), control plane up in %v, kube-proxy's first sync %v after its start; largest sync offset %v; writes issued late by at most %v",
 				label, r.wall.Round(time.Second), s.Length(), r.startup.Round(time.Millisecond), r.proxyUp.Round(time.Millisecond), jitter.Round(time.Millisecond), maxDur(r.writes).Round(time.Millisecond))
 			if len(diffs) > 0 {
 				t.Fatalf("kube-proxy's binary and proxysim differ:\n%s", strings.Join(diffs, "\n"))
 			}
+			// Races vary from run to run: logged, not pinned.
 			verdict = fmt.Sprintf("identical (%d syncs)", len(r.syncs))
 		})
 		rows = append(rows, transcript.Verdict{Scenario: label, Verdict: verdict})
 	}
-	if *onlyScenario != "" {
+	if *onlyScenario != "" || *maxLength > 0 {
 		return
 	}
 	transcript.CheckVerdicts(t, "testdata/realcp.txt", fmt.Sprintf("kube-proxy v1.36.3's binary on a real API server against proxysim's prediction (sync starts within %v, tables equal after every sync, metrics equal)", tolerance), rows, *updateVerdicts)
