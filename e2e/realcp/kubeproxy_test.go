@@ -108,6 +108,7 @@ iptables:
 
 // kubeProxy is one kube-proxy process in its namespace.
 type kubeProxy struct {
+	dir    string // the run's folder
 	ns     *netns.Namespace
 	cfg    proxyConfig
 	cmd    *exec.Cmd
@@ -139,7 +140,7 @@ func startKubeProxy(t *testing.T, cp *controlPlane, dir, binary string, cfg prox
 	if err != nil {
 		t.Fatal(err)
 	}
-	kp := &kubeProxy{ns: ns, cfg: cfg, waited: make(chan struct{})}
+	kp := &kubeProxy{ns: ns, cfg: cfg, dir: dir, waited: make(chan struct{})}
 	t.Cleanup(func() {
 		kp.stop()
 		if err := ns.Close(); err != nil {
@@ -260,18 +261,75 @@ func toolDir(dir string, cfg proxyConfig) (string, error) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return "", err
 	}
+	faults := filepath.Join(dir, faultFile)
 	if cfg.Mode == "iptables" {
 		multi, err := netns.LookIPTables(cfg.Backend)
 		if err != nil {
 			return "", err
 		}
-		for _, name := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		for _, name := range []string{"iptables", "iptables-save", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
 			if err := os.Symlink(multi, filepath.Join(bin, name)); err != nil {
 				return "", err
 			}
 		}
+		// iptables-restore fails while the fault file counts failures
+		// left (a scenario's restoreFailures), changing nothing.
+		if err := os.WriteFile(filepath.Join(bin, "iptables-restore"), []byte(failingWrapper(faults, "true", multi+" iptables-restore")), 0o755); err != nil {
+			return "", err
+		}
+		return bin, nil
+	}
+	// nft fails its transactions (`nft -f`, not `--check`) the same way
+	// (a scenario's transactionFailures); listings and checks run.
+	nft, err := exec.LookPath("nft")
+	if err != nil {
+		for _, p := range []string{"/usr/sbin/nft", "/sbin/nft"} {
+			if _, serr := os.Stat(p); serr == nil {
+				nft, err = p, nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("nft is not installed: run netns/hostdeps.sh")
+	}
+	transaction := `case " $* " in *" -f "*) case " $* " in *" --check "*|*" -c "*) false ;; *) true ;; esac ;; *) false ;; esac`
+	if err := os.WriteFile(filepath.Join(bin, "nft"), []byte(failingWrapper(faults, transaction, nft)), 0o755); err != nil {
+		return "", err
 	}
 	return bin, nil
+}
+
+// faultFile, in the run's folder, holds how many of kube-proxy's
+// dataplane writes are still to fail.
+const faultFile = "dataplane-failures"
+
+// failingWrapper is a shell script that fails (exit 1, nothing done) when
+// the command line passes test and the fault file counts failures left,
+// counting one down; otherwise it runs real with the same arguments.
+func failingWrapper(faults, test, real string) string {
+	return fmt.Sprintf(`#!/bin/sh
+f=%q
+if %s; then
+  n=$(cat "$f" 2>/dev/null || echo 0)
+  if [ "${n:-0}" -gt 0 ]; then
+    echo $((n - 1)) > "$f"
+    echo "realcp: injected failure" >&2
+    exit 1
+  fi
+fi
+exec %s "$@"
+`, faults, test, real)
+}
+
+// injectFailures makes the next n dataplane writes fail.
+func (kp *kubeProxy) injectFailures(n int) error {
+	f := filepath.Join(kp.dir, faultFile)
+	old := 0
+	if b, err := os.ReadFile(f); err == nil {
+		old, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return os.WriteFile(f, []byte(strconv.Itoa(old+n)+"\n"), 0o644)
 }
 
 // snapshotter reads the kernel's tables kube-proxy writes, in the

@@ -46,6 +46,7 @@ var realCases = []realCase{
 	{scenario: "iptables-session-affinity", backend: netns.NFT},
 	{scenario: "iptables-terminating-pod-publish-not-ready", backend: netns.NFT},
 	{scenario: "iptables-rolling-update-controllers", backend: netns.NFT},
+	{scenario: "iptables-restore-failure-retry-v1.34", backend: netns.NFT},
 	{scenario: "churn-iptables", backend: netns.NFT},
 	{scenario: "iptables-traffic-policies", backend: netns.Legacy},
 	{scenario: "churn-iptables", backend: netns.Legacy},
@@ -56,16 +57,15 @@ var realCases = []realCase{
 	{scenario: "nftables-pod-label-change"},
 	{scenario: "nftables-terminating-pod-publish-not-ready"},
 	{scenario: "nftables-rolling-update-controllers"},
+	{scenario: "nftables-transaction-failure-retry"},
+	{scenario: "nftables-stale-chain-cleanup-failure"},
 	{scenario: "churn-nftables"},
 
 	{scenario: "iptables-canary-flush", listed: "step iptablesFlush (an operator's flush behind kube-proxy's back) is not replayed on the real tables yet"},
-	{scenario: "iptables-partial-sync", listed: "fault restoreFailures: failing kube-proxy's iptables-restore is not replayed yet"},
-	{scenario: "iptables-restore-failure-retry-v1.34", listed: "fault restoreFailures: failing kube-proxy's iptables-restore is not replayed yet"},
 	{scenario: "iptables-restore-failure-retry-v1.33", listed: "proxy.version v1.33.0 is the burst runner; this binary is v1.36.3"},
+	{scenario: "iptables-partial-sync", listed: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync): on demand only, not yet run"},
 	{scenario: "iptables-large-cluster", listed: "50 minutes of real time (its last step is at 3016s): on demand only, not yet run"},
 	{scenario: "nftables-partial-and-full-syncs", listed: "an hour of real time (the hourly full sync) and a restart step: not yet run"},
-	{scenario: "nftables-stale-chain-cleanup-failure", listed: "fault transactionFailures: failing kube-proxy's nft transaction is not replayed yet"},
-	{scenario: "nftables-transaction-failure-retry", listed: "fault transactionFailures: failing kube-proxy's nft transaction is not replayed yet"},
 }
 
 // TestKubeProxyBinaryAgainstPrediction replays each case against a real
