@@ -168,3 +168,13 @@ ci-recipe:
 .PHONY: docs
 docs:
 	$(GO) test ./cmd/proxysim -run '^TestCLIReferenceIsCurrent$$' -count=1 -update-docs
+
+.PHONY: realcp
+## realcp: kube-proxy v1.36.3's binary (built from e2e/realcp, or KUBE_PROXY=path/to/your/kube-proxy) on a
+## real etcd + kube-apiserver started in process, in a throwaway network namespace of this host's kernel
+## (iptables through both backends, nftables); library scenarios replayed in real time and compared with
+## proxysim's prediction, sync by sync (root; installs the tools; fails, never skips, when it cannot run)
+realcp:
+	@[ "$$(id -u)" = 0 ] || { echo "make realcp needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v . -args $(if $(REALCP_SCENARIO),-realcp-scenario $(REALCP_SCENARIO)) $(if $(REALCP_MAX_LENGTH),-realcp-max-length $(REALCP_MAX_LENGTH))
