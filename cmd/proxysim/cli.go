@@ -351,7 +351,7 @@ of its budget.`,
 	vmCmd.Flags().DurationVar(&vmTimeout, "timeout", 10*time.Minute, "bound on the whole VM run")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps, and unknown or duplicated fields in kube-proxy's configuration (otherwise skipped, or read leniently as kube-proxy reads them, with a warning)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld))
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld), newMigrate(stdout, stderr))
 	return root
 }
 

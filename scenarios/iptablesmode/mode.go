@@ -219,3 +219,11 @@ func dataplaneOf(r *scenarios.Run) *Dataplane {
 	}
 	return nil
 }
+
+// RouteMasquerade traces a new connection through the rules the fake holds
+// now, as a client with no history, and tells for each outcome the part of
+// its share that leaves masqueraded (iptables.RouteMasquerade). It reads
+// the in-memory rules only: on a kernel, Route checks the shares.
+func (d *Dataplane) RouteMasquerade(pkt iptables.Packet) (iptables.Shares, iptables.Shares, error) {
+	return iptables.RouteMasquerade(d.raw.Ruleset(), d.nodeIPs, pkt)
+}

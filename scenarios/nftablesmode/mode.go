@@ -79,7 +79,8 @@ type Settings struct {
 	NodeIPs []string `yaml:"nodeIPs"`
 	// NodePortAddresses is kube-proxy's --nodeport-addresses: unset, node
 	// ports answer on every local address (`fib daddr type local`);
-	// "primary", only on nodeIPs (the nodeport-ips set).
+	// "primary", only on the first of nodeIPs, kube-proxy's nodeIP (the
+	// nodeport-ips set).
 	NodePortAddresses string `yaml:"nodePortAddresses"`
 	// ClusterCIDR is the pod CIDR of the ClusterCIDR local-traffic
 	// detector; without it no off-cluster masquerade rule is written.
@@ -133,8 +134,10 @@ func (p *Settings) Validate(v *scenarios.Validator) {
 // Config is the proxier configuration the settings describe.
 func (p *Settings) Config() nftables.Config {
 	c := nftables.Config{ClusterCIDR: p.ClusterCIDR, MasqueradeAll: p.MasqueradeAll, ServiceCIDRs: p.ServiceCIDRs}
-	if p.NodePortAddresses == "primary" {
-		c.NodePortIPs = p.nodeIPs
+	if p.NodePortAddresses == "primary" && len(p.nodeIPs) > 0 {
+		// kube-proxy resolves primary to its nodeIP alone, one per family
+		// (pkg/proxy/util NewNodePortAddresses), not every node address.
+		c.NodePortIPs = p.nodeIPs[:1]
 	}
 	if len(p.nodeIPs) > 0 {
 		c.NodeIP = p.nodeIPs[0] // kube-proxy's nodeIP: the primary address
@@ -299,4 +302,14 @@ func dataplaneOf(r *scenarios.Run) *Dataplane {
 		return &d.Dataplane
 	}
 	return nil
+}
+
+// RouteMasquerade traces a new connection through the table the Fake holds
+// now, as a client with no affinity, and tells for each outcome the part of
+// its share that leaves masqueraded (nftables.RouteMasquerade). It reads
+// the Fake only: on a kernel, Route checks the shares.
+func (d *Dataplane) RouteMasquerade(pkt route.Packet) (route.Shares, route.Shares, error) {
+	d.fake.RLock()
+	defer d.fake.RUnlock()
+	return nftables.RouteMasquerade(d.fake.Table, d.nodeIPs, pkt)
 }

@@ -125,6 +125,63 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 	return out, sets, nil
 }
 
+// RouteMasquerade is Route that also follows each delivered connection
+// through nat POSTROUTING, and returns, for each outcome, the part of its
+// share that leaves masqueraded (KUBE-POSTROUTING's MASQUERADE of the
+// 0x4000-marked, as kube-proxy's iptables proxier writes it).
+func RouteMasquerade(rs Ruleset, local []net.IP, pkt Packet) (Shares, Shares, error) {
+	t := &Walker{Rules: rs, Local: local, Packet: pkt}
+	isLocal := t.isLocal(pkt.Src)
+	natHook := "PREROUTING"
+	if isLocal {
+		natHook = "OUTPUT"
+	}
+	nat, err := t.chain("nat", natHook, Path{Dst: pkt.Dst, DPort: pkt.DPort}, big.NewRat(1, 1), 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, masq := Shares{}, Shares{}
+	for _, b := range nat {
+		if b.Verdict == VerdictDrop || b.Verdict == VerdictReject {
+			out.Add(b.Verdict, b.W)
+			continue
+		}
+		hook := "OUTPUT"
+		if !isLocal {
+			hook = "FORWARD"
+			if t.isLocal(b.Path.Dst) {
+				hook = "INPUT"
+			}
+		}
+		b.Path.Filter = true
+		filter, err := t.chain("filter", hook, b.Path, b.W, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, f := range filter {
+			if f.Verdict != VerdictAccept {
+				out.Add(f.Verdict, f.W)
+				continue
+			}
+			v := VerdictAccept
+			if f.Path.DNAT != "" {
+				v = f.Path.DNAT
+			}
+			post, err := t.chain("nat", "POSTROUTING", f.Path, f.W, 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, p := range post {
+				out.Add(v, p.W)
+				if p.Masquerade {
+					masq.Add(v, p.W)
+				}
+			}
+		}
+	}
+	return out, masq, nil
+}
+
 // Path is one packet's state on its way through the hooks: where it is
 // headed (after any DNAT), its mark, and what it met on the way.
 type Path struct {

@@ -43,6 +43,8 @@ type Outcome struct {
 	Where   string
 	Share   *big.Rat
 	Updated Affinity
+	// Masquerade: a postrouting rule masqueraded the connection.
+	Masquerade bool
 }
 
 // Route traces the first packet of a new connection through t and returns
@@ -57,6 +59,24 @@ func Route(t *knftables.FakeTable, local []net.IP, pkt route.Packet) (route.Shar
 		sh.Add(o.Where, o.Share)
 	}
 	return sh, nil
+}
+
+// RouteMasquerade is Route that also returns, for each outcome, the part
+// of its share that a `masquerade` statement rewrote the source of (the
+// nat-postrouting chain's, for marked packets).
+func RouteMasquerade(t *knftables.FakeTable, local []net.IP, pkt route.Packet) (route.Shares, route.Shares, error) {
+	outs, err := Trace(t, local, pkt, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	sh, masq := route.Shares{}, route.Shares{}
+	for _, o := range outs {
+		sh.Add(o.Where, o.Share)
+		if o.Masquerade {
+			masq.Add(o.Where, o.Share)
+		}
+	}
+	return sh, masq, nil
 }
 
 // RouteAgain traces two connections of the same client, the second gap
@@ -179,7 +199,7 @@ func Trace(t *knftables.FakeTable, local []net.IP, pkt route.Packet, aff Affinit
 				where = p.dnat
 			}
 		}
-		out = append(out, Outcome{Where: where, Share: p.w, Updated: p.updated})
+		out = append(out, Outcome{Where: where, Share: p.w, Updated: p.updated, Masquerade: p.masq})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Where < out[j].Where })
 	return out, nil
@@ -193,6 +213,7 @@ type path struct {
 	dport   int
 	mark    uint32
 	dnat    string // "ip:port" once translated
+	masq    bool   // a masquerade statement took it
 	updated Affinity
 	w       *big.Rat
 	verdict string

@@ -153,7 +153,10 @@ func (ps *parser) rule() ([]item, error) {
 			if f := ps.peek(0); f == "fully-random" || f == "random" || f == "persistent" {
 				ps.next()
 			}
-			it = verdictItem("accept")
+			it = func(_ *tracer, p path) ([]path, bool, error) {
+				p.verdict, p.masq = route.Accept, true
+				return []path{p}, true, nil
+			}
 		case w == "counter":
 			ps.next()
 			continue

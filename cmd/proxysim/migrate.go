@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/migrate"
+)
+
+// newMigrate is `proxysim migrate`: what changes for each Service when
+// kube-proxy moves to another mode, from a cluster dump and its kube-proxy
+// configuration.
+func newMigrate(stdout, stderr io.Writer) *cobra.Command {
+	var o migrate.Options
+	var sets []string
+	var format, html, dataplane string
+	cmd := &cobra.Command{
+		Use:   "migrate --cluster DUMP --config KUBE-PROXY-CONFIG --to MODE",
+		Short: "Compare every Service's connections between kube-proxy's current mode and another, and check the nodes for it",
+		Long: `migrate replays every node's kube-proxy in the mode of the configuration
+(a KubeProxyConfiguration, or the kube-proxy ConfigMap) and in the target
+mode (--to), over the cluster dump ('kubectl get nodes,svc,endpointslices,pods
+-A -o yaml'), and traces each Service port from each entry point (ClusterIP,
+NodePort on each node address and on 127.0.0.1, LoadBalancer IP, external
+IP) and each client (a pod on the same node, a pod on another node, the node
+itself, off the cluster): which endpoints with what shares, drop, reject or
+no answer, and whether the source is masqueraded. Every difference is listed
+with the kube-proxy rule behind it and its upstream source. The Nodes are
+checked for what the target needs (nftables: kernel 5.13 and an nft of at
+least 1.0.1 by OS image).
+
+The target runs with the current configuration, its mode changed and
+kube-proxy's defaults for the new mode applied (nftables: node ports on the
+primary node IP only), or with --target-config; --set proxy.X=V changes a
+target setting as in a scenario.
+
+Exit codes: 0 every Service unchanged and every node ready, 1 some Service
+changes, 2 invalid input (nothing compared), 3 a replay could not run,
+4 an internal error, 5 some node cannot run the target mode (wins over 1),
+6 with --dataplane netns, the kernel routed a connection other than
+predicted (wins over all).
+
+--dataplane netns (root) replays the nodes on this kernel, in throwaway
+network namespaces, with a route expectation per affected connection in
+each mode, and measures them with real connections: each difference then
+lists what the kernel did. Only the iptables and nftables modes run there.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, s := range sets {
+				path, value, ok := strings.Cut(s, "=")
+				if !ok || !strings.HasPrefix(path, "proxy.") || path == "proxy." {
+					return fail(exitInvalid, fmt.Errorf("--set %q: want proxy.FIELD=VALUE, such as proxy.nodePortAddresses=primary", s))
+				}
+				o.Set = append(o.Set, scenarios.Setting{Path: path, Value: value})
+			}
+			if format != "text" && format != "json" {
+				return fail(exitInvalid, fmt.Errorf("--format %q: want text or json", format))
+			}
+			switch dataplane {
+			case "fake":
+			case "netns":
+				o.KernelCheck = netnsDataplane
+			default:
+				return fail(exitInvalid, fmt.Errorf("--dataplane %q: want fake, or netns to measure the iptables and nftables differences on this kernel (the IPVS side needs the VM, not wired here)", dataplane))
+			}
+			r, err := migrate.Compare(o)
+			if err != nil {
+				return fail(exitInvalid, err)
+			}
+			if html != "" {
+				var b bytes.Buffer
+				if err := r.HTML(&b); err != nil {
+					return fail(exitCannotRun, err)
+				}
+				if err := os.WriteFile(html, b.Bytes(), 0o644); err != nil {
+					return fail(exitCannotRun, err)
+				}
+				fmt.Fprintf(stderr, "wrote %s\n", html)
+			}
+			if format == "json" {
+				err = r.JSON(stdout)
+			} else {
+				err = r.Text(stdout)
+			}
+			if err != nil {
+				return fail(exitCannotRun, err)
+			}
+			if r.Exit != 0 {
+				return fail(r.Exit, nil)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Cluster, "cluster", "", "the cluster dump: kubectl get nodes,svc,endpointslices,pods -A -o yaml (or -o json)")
+	cmd.Flags().StringVar(&o.Config, "config", "", "kube-proxy's configuration in use: a KubeProxyConfiguration file or the kube-proxy ConfigMap")
+	cmd.Flags().StringVar(&o.To, "to", "", "the target mode: "+strings.Join(migrate.Modes, ", "))
+	cmd.Flags().StringVar(&o.TargetConfig, "target-config", "", "the kube-proxy configuration the target will run with (its mode must be --to); default: the current one in the target mode")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "proxy.FIELD=VALUE: a setting of the target's proxy, as in a scenario (repeat for more)")
+	cmd.Flags().StringSliceVar(&o.Nodes, "node", nil, "compare these nodes only (default: every Node of the dump)")
+	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	cmd.Flags().StringVar(&dataplane, "dataplane", "fake", "fake, or netns: also measure each iptables/nftables difference with real connections on this kernel, in both modes (root)")
+	cmd.Flags().StringVar(&html, "html", "", "also write the report as a self-contained HTML page to this file")
+	for _, f := range []string{"cluster", "config", "to"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}
