@@ -339,7 +339,7 @@ func TestBadSpecs(t *testing.T) {
 	}{
 		{Spec{Services: -1}, "services: want 0 to 1000000 Services, got -1"},
 		{Spec{Services: 1, Nodes: -2}, "nodes: want 1 to 100000 Nodes, got -2"},
-		{Spec{Services: 1, Types: Mix[v1.ServiceType]{"ExternalName": 1}}, "types.ExternalName: want ClusterIP, NodePort, LoadBalancer, got ExternalName"},
+		{Spec{Services: 1, Types: Mix[v1.ServiceType]{"ExternalName": 1}}, "types.ExternalName: want ClusterIP, NodePort or LoadBalancer, got ExternalName"},
 		{Spec{Services: 1, Types: Mix[v1.ServiceType]{"ClusterIP": 0}}, "types: every share is 0"},
 		{Spec{Services: 1, Ports: Mix[int]{-1: 1}}, "ports.-1: want 1 to 100 ports"},
 		{Spec{Services: 1, Conditions: Mix[Condition]{Ready: -1, NotReady: 2}}, "conditions.ready: want a share from 0"},

@@ -78,7 +78,7 @@ func oneOf[K cmp.Ordered](values ...K) func(K) string {
 		for i, v := range values {
 			words[i] = fmt.Sprint(v)
 		}
-		return "want " + strings.Join(words, ", ")
+		return "want " + strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 	}
 }
 
