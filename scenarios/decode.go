@@ -113,6 +113,8 @@ type decoder struct {
 	dump bool
 	// kpc is proxy.config, read before decoding (it may name the mode).
 	kpc *KubeProxyConfig
+	// folder is the scenario's folder, where files it names are read.
+	folder folder
 }
 
 // maxNodes bounds the work one document may cause, aliases included (a

@@ -1,0 +1,3 @@
+package costprofile
+
+func loadBuiltin() { builtin = map[string]*Profile{} }
