@@ -2,6 +2,7 @@ package netns
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/knftables"
@@ -9,13 +10,19 @@ import (
 	"github.com/proxysim/proxysim/sim/iptables"
 )
 
-// KernelTime is the wall time a proxier's calls into the real kernel took,
-// in two parts: writes (iptables-restore and the ensure calls; nft
-// transactions) and listings (iptables-save; nft list). It measures, it
+// KernelTime is the CPU time (user and system) of the processes a
+// proxier's calls into the real kernel ran (iptables-restore, iptables-save,
+// iptables; nft), in two parts: writes (the restore and the ensure calls;
+// nft transactions) and listings (iptables-save; nft list). The kernel's
+// own work on a netlink message is done in the sending process, so it is
+// in their system time. CPU time, not wall time: on a shared host the wall
+// time measures the neighbours too; on an idle node the two are close.
+// Wall is the wall time of the same calls, for the record. It measures, it
 // models nothing: calibrate fits curves over it, and replay --dataplane
-// netns prints it beside a profile's prediction.
+// netns --kernel-times prints it beside a profile's prediction.
 type KernelTime struct {
 	Write, List time.Duration
+	Wall        time.Duration
 }
 
 // Total is both parts.
@@ -31,10 +38,15 @@ func (c *kernelClock) Take() KernelTime {
 	return t
 }
 
+// time runs f, one call that runs a child process and waits for it, and
+// counts the CPU time the children this process waited for used meanwhile
+// (getrusage RUSAGE_CHILDREN): the calls of one proxier run one at a time.
 func (c *kernelClock) time(list bool, f func()) {
+	before := childrenCPU()
 	start := time.Now()
 	f()
-	d := time.Since(start)
+	c.acc.Wall += time.Since(start)
+	d := childrenCPU() - before
 	if list {
 		c.acc.List += d
 	} else {
@@ -119,3 +131,13 @@ func (s *syncTimes) endSync() { s.syncs = append(s.syncs, s.Take()) }
 
 // SyncKernelTimes is the kernel time of each sync so far, in order.
 func (s *syncTimes) SyncKernelTimes() []KernelTime { return append([]KernelTime(nil), s.syncs...) }
+
+// childrenCPU is the user and system time of this process's waited-for
+// children so far.
+func childrenCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -187,20 +187,23 @@ func HeldOut(dataplane string, terms []costprofile.Term, ss []Sample) map[string
 					_, ok := seconds(s, k)
 					return s.Shape == sh && ok && (s.Kind == kind || kind == string(costprofile.Listing))
 				})
-				if len(test) == 0 {
-					continue
-				}
-				var ys []float64
+				// The repeats of a sync did the same work; a shape's
+				// listings differ by what was listed.
+				byX := map[float64][]float64{}
+				var xs []float64
 				for _, s := range test {
+					x := costprofile.Measures[term.Measure](s.Work)
+					if _, ok := byX[x]; !ok {
+						xs = append(xs, x)
+					}
 					y, _ := seconds(s, k)
-					ys = append(ys, y)
+					byX[x] = append(byX[x], y)
 				}
-				m := median(ys)
-				if m <= 0 {
-					continue
+				for _, x := range xs {
+					if m := median(byX[x]); m > 0 {
+						errs = append(errs, math.Abs(c.At(x)-m)/m)
+					}
 				}
-				x := costprofile.Measures[term.Measure](test[0].Work)
-				errs = append(errs, math.Abs(c.At(x)-m)/m)
 			}
 		}
 		if len(errs) > 0 {
