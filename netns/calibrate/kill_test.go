@@ -58,6 +58,16 @@ func TestKilledCalibrationLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+	// The restore dies with it (its death signal), well before it could
+	// have finished a 3,000-Service payload: dead is gone, or a zombie
+	// waiting for init to reap it.
+	gone := time.Now().Add(time.Second)
+	for alive(child) {
+		if time.Now().After(gone) {
+			t.Fatalf("iptables-restore %d outlived the calibration by a second", child)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	// The kernel delivers the children's death signal as the threads go.
 	deadline = time.Now().Add(10 * time.Second)
 	for {
@@ -69,9 +79,6 @@ func TestKilledCalibrationLeavesNothing(t *testing.T) {
 			t.Fatalf("processes still in the calibration's namespace %s after the kill: %v", nsInode, left)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	if _, err := os.Stat("/proc/" + strconv.Itoa(child)); err == nil {
-		t.Errorf("iptables-restore %d outlived the calibration", child)
 	}
 	named, _ := filepath.Glob("/var/run/netns/" + netns.Prefix + "*-" + strconv.Itoa(pid) + "-*")
 	if len(named) > 0 {
@@ -122,4 +129,14 @@ func processesInNamespace(ino string) []int {
 		}
 	}
 	return out
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
 }
