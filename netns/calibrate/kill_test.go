@@ -43,7 +43,12 @@ func TestKilledCalibrationLeavesNothing(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for child == 0 && time.Now().Before(deadline) {
 		for _, p := range childrenOf(pid) {
+			// The full restore: one still running 300ms after it was seen.
 			if strings.Contains(cmdline(p), "iptables-restore") {
+				time.Sleep(300 * time.Millisecond)
+				if !alive(p) {
+					continue
+				}
 				if ino, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/net"); err == nil {
 					child, nsInode = p, ino
 				}
@@ -61,10 +66,10 @@ func TestKilledCalibrationLeavesNothing(t *testing.T) {
 	// The restore dies with it (its death signal), well before it could
 	// have finished a 3,000-Service payload: dead is gone, or a zombie
 	// waiting for init to reap it.
-	gone := time.Now().Add(time.Second)
+	gone := time.Now().Add(200 * time.Millisecond)
 	for alive(child) {
 		if time.Now().After(gone) {
-			t.Fatalf("iptables-restore %d outlived the calibration by a second", child)
+			t.Fatalf("iptables-restore %d outlived the calibration by 200ms", child)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
