@@ -18,15 +18,21 @@ func candidates(dataplane string, k costprofile.Kind) []costprofile.Measure {
 	ipt := dataplane != costprofile.NFTables
 	switch {
 	case k == costprofile.Listing && ipt:
-		return []costprofile.Measure{"savedLines", "size"}
+		// A listing prints what is there: a new node's table is empty
+		// whatever the cluster's size.
+		return []costprofile.Measure{"savedLines"}
 	case k == costprofile.Listing:
-		return []costprofile.Measure{"objectsListed", "size"}
+		return []costprofile.Measure{"objectsListed"}
 	case ipt && k == costprofile.FullNew:
 		return []costprofile.Measure{"restoreLines", "restoreRules", "size"}
-	case ipt:
-		// A restart and a partial sync may follow the table already
-		// there (legacy rewrites the whole table) rather than the payload.
+	case ipt && k == costprofile.FullRestart:
+		// A restart may follow the table already there (legacy rewrites
+		// the whole table) rather than the payload.
 		return []costprofile.Measure{"restoreLines", "restoreRules", "size", "savedLines"}
+	case ipt:
+		// Not savedLines: in a large cluster a partial sync reads nothing
+		// back, and the table's size is then the proxy's.
+		return []costprofile.Measure{"restoreLines", "restoreRules", "size"}
 	case k == costprofile.FullNew:
 		return []costprofile.Measure{"ops", "size"}
 	}
@@ -42,29 +48,33 @@ func termKind(kind string) costprofile.Kind {
 	return costprofile.Kind(kind)
 }
 
-// seconds is the time a term fits: the writes, or the listing.
-func seconds(s Sample, k costprofile.Kind) (float64, bool) {
-	if k == costprofile.Listing {
-		return s.Kernel.List.Seconds(), costprofile.Listings(s.Work) > 0
+// xy is a sample's point for a term: the measure and the writes' time, or
+// for the listing one call's share of both (see ModeProfile.KernelSeconds).
+func xy(s Sample, k costprofile.Kind, m costprofile.Measure) (x, y float64, ok bool) {
+	x = costprofile.Measures[m](s.Work)
+	if k != costprofile.Listing {
+		return x, s.Kernel.Write.Seconds(), true
 	}
-	return s.Kernel.Write.Seconds(), true
+	n := float64(costprofile.Listings(s.Work))
+	if n == 0 {
+		return 0, 0, false
+	}
+	return x / n, s.Kernel.List.Seconds() / n, true
 }
 
 // pointsOf groups samples into points by a measure: the repeats of a
 // shape did the same work, so they land on one size.
 func pointsOf(ss []Sample, k costprofile.Kind, m costprofile.Measure) []costprofile.Point {
-	f := costprofile.Measures[m]
 	by := map[float64]*costprofile.Point{}
 	var sizes []float64
 	for _, s := range ss {
 		if termKind(s.Kind) != k && k != costprofile.Listing {
 			continue
 		}
-		y, ok := seconds(s, k)
+		x, y, ok := xy(s, k, m)
 		if !ok {
 			continue
 		}
-		x := f(s.Work)
 		p := by[x]
 		if p == nil {
 			p = &costprofile.Point{Size: x}
@@ -183,20 +193,21 @@ func HeldOut(dataplane string, terms []costprofile.Term, ss []Sample) map[string
 				if half[sh] != h {
 					continue
 				}
-				test := filter(ss, func(s Sample) bool {
-					_, ok := seconds(s, k)
-					return s.Shape == sh && ok && (s.Kind == kind || kind == string(costprofile.Listing))
-				})
 				// The repeats of a sync did the same work; a shape's
 				// listings differ by what was listed.
 				byX := map[float64][]float64{}
 				var xs []float64
-				for _, s := range test {
-					x := costprofile.Measures[term.Measure](s.Work)
-					if _, ok := byX[x]; !ok {
+				for _, s := range ss {
+					if s.Shape != sh || s.Kind != kind && kind != string(costprofile.Listing) {
+						continue
+					}
+					x, y, ok := xy(s, k, term.Measure)
+					if !ok {
+						continue
+					}
+					if _, seen := byX[x]; !seen {
 						xs = append(xs, x)
 					}
-					y, _ := seconds(s, k)
 					byX[x] = append(byX[x], y)
 				}
 				for _, x := range xs {

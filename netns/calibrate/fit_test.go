@@ -14,13 +14,13 @@ import (
 // synthetic makes iptables-legacy samples whose kernel time follows known
 // laws: writes 2µs per restore line (plus 1ms), listings 1µs per saved
 // line, with 3% noise; a partial sync's payload is small, its time follows
-// the table (the saved lines).
+// the table (4 lines per service port or endpoint).
 func synthetic(seed uint64) []Sample {
 	r := rand.New(rand.NewPCG(seed, 1))
 	noisy := func(s float64) time.Duration { return time.Duration(s * (1 + 0.03*(2*r.Float64()-1)) * 1e9) }
 	var out []Sample
 	for _, sh := range Default().Shapes {
-		table := 5*sh.Services + 4*sh.Services*sh.EndpointsPerService
+		table := 20 + 4*sh.Services*(1+sh.EndpointsPerService)
 		for range 3 {
 			for _, kind := range []string{string(costprofile.FullNew), PartialEndpoint, PartialService, string(costprofile.FullRestart)} {
 				w := sim.SyncWork{ServicePorts: sh.Services, Endpoints: sh.Services * sh.EndpointsPerService, IPTables: &sim.IPTablesWork{Restores: 1, Saves: 1}}
@@ -56,7 +56,7 @@ func TestFitFindsTheMeasureAndPredictsHeldOutSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[costprofile.Kind]costprofile.Measure{costprofile.Partial: "savedLines", costprofile.Listing: "savedLines"}
+	want := map[costprofile.Kind]costprofile.Measure{costprofile.Partial: "size", costprofile.Listing: "savedLines"}
 	for _, term := range mp.Kernel {
 		if m, ok := want[term.Kind]; ok && term.Measure != m {
 			t.Errorf("%s follows %s, want %s", term.Kind, term.Measure, m)

@@ -85,8 +85,9 @@ const (
 	FullRestart Kind = "full-restart"
 	// Partial is a partial sync (after a Service or an endpoint changed).
 	Partial Kind = "partial"
-	// Listing is the sync's read of the dataplane (iptables-save -t nat,
-	// nft list table), whatever the sync's kind.
+	// Listing is one listing call of the sync (iptables-save -t nat, nft
+	// list table, nft list set), whatever the sync's kind, over its share
+	// of what the sync's listings returned.
 	Listing Kind = "listing"
 	// Full is any full sync, for the compute part.
 	Full Kind = "full"
@@ -194,13 +195,14 @@ func KindOf(w sim.SyncWork) Kind {
 	return FullRestart
 }
 
-// Listings is how many listings of the dataplane the sync made.
+// Listings is how many listing calls the sync made: iptables-save runs;
+// nft's whole-table listing and, on a full sync, each set's and map's.
 func Listings(w sim.SyncWork) int {
 	switch {
 	case w.IPTables != nil:
 		return w.IPTables.Saves
 	case w.NFTables != nil:
-		return w.NFTables.Listings
+		return w.NFTables.Listings + w.NFTables.ElementListings
 	}
 	return 0
 }
@@ -250,7 +252,11 @@ func (m *ModeProfile) KernelSeconds(w sim.SyncWork) float64 {
 	}
 	s := t.at(w)
 	if n := Listings(w); n > 0 {
-		s += float64(n) * term(m.Kernel, Listing).at(w)
+		// The listing term is one call's: its measure shared out among
+		// the calls (each call's start-up once, each object once).
+		if l := term(m.Kernel, Listing); l != nil {
+			s += float64(n) * l.Curve.At(Measures[l.Measure](w)/float64(n))
+		}
 	}
 	return s
 }
