@@ -161,3 +161,10 @@ ci-recipe:
 	PROXYSIM_SKIP_NETNS=$$([ "$$(id -u)" = 0 ] || echo 1) \
 	PROXYSIM_SKIP_IPVS=$$([ -n "$(CI_RECIPE_IPVS)" ] || echo 1) PROXYSIM_IPVS_DATAPLANE=$(or $(CI_RECIPE_IPVS),vm) \
 	bash docs/ci/proxysim-ci.sh docs/ci/sample
+
+.PHONY: calibrate
+## calibrate: measure a cost profile on this machine (root; ≤ 10 min here): profile.json and profile.svg.
+## CI: make calibrate CALIBRATE_ARGS='--quick --max-self-error 0.25' (≤ 2 min; fails when the profile misses its own points)
+calibrate:
+	bash netns/hostdeps.sh
+	CGO_ENABLED=0 $(GO) run ./cmd/proxysim calibrate $(CALIBRATE_ARGS)
