@@ -112,3 +112,34 @@ func TestMarshalRoundTrips(t *testing.T) {
 		t.Errorf("not stable:\n%s\n%s", b, b2)
 	}
 }
+
+// The built-in default profile loads, says what it was measured on, and
+// has the four kernel terms of each dataplane calibrate measures, each
+// with its points.
+func TestDefaultProfile(t *testing.T) {
+	p, err := Named("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Machine
+	if m.CPU == "" || m.Cores == 0 || m.Kernel == "" || m.IPTables == "" || m.NFT == "" || m.Go == "" || m.Date == "" || m.Emulated {
+		t.Errorf("machine: %+v", m)
+	}
+	for _, d := range []string{IPTablesNFT, IPTablesLegacy, NFTables} {
+		mp, err := p.Mode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []Kind{FullNew, FullRestart, Partial, Listing} {
+			if tm := term(mp.Kernel, k); tm == nil || len(tm.Points) < 4 {
+				t.Errorf("%s %s: no term or too few points", d, k)
+			}
+		}
+		if len(mp.HeldOut) == 0 {
+			t.Errorf("%s: no held-out errors", d)
+		}
+	}
+	if _, err := Named("nosuch"); err == nil || !strings.Contains(err.Error(), "built in: default") {
+		t.Errorf("unknown name: %v", err)
+	}
+}
