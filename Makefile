@@ -178,3 +178,10 @@ realcp:
 	@[ "$$(id -u)" = 0 ] || { echo "make realcp needs root"; exit 1; }
 	bash netns/hostdeps.sh
 	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v . -args $(if $(REALCP_SCENARIO),-realcp-scenario $(REALCP_SCENARIO)) $(if $(REALCP_MAX_LENGTH),-realcp-max-length $(REALCP_MAX_LENGTH))
+
+.PHONY: calibrate
+## calibrate: measure a cost profile on this machine (root; ≤ 10 min here): profile.json and profile.svg.
+## CI: make calibrate CALIBRATE_ARGS='--quick --max-self-error 0.25' (≤ 2 min; fails when the profile misses its own points)
+calibrate:
+	bash netns/hostdeps.sh
+	CGO_ENABLED=0 $(GO) run ./cmd/proxysim calibrate $(CALIBRATE_ARGS)

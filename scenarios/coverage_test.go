@@ -28,7 +28,7 @@ var scenarioFeatures = []string{
 	"ingressLatency.exact", "ingressLatency.max", "ingressLatency.samples", "ingressMetrics",
 	"ingressLatency.pod", "ingressLatency.pods", "ingressLatency.p50", "ingressLatency.p99",
 	// the runner's vocabulary
-	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step",
+	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step", "syncCost.profile",
 	"nextRun.at", "nextRun.reason", "nextRun.none",
 	// the operator's vocabulary (IPVS mode)
 	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",

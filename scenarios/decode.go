@@ -118,6 +118,8 @@ type decoder struct {
 	// still that mode's, so that the file's problem is not followed by
 	// others it caused.
 	kpcMode Mode
+	// folder is the scenario's folder, where files it names are read.
+	folder folder
 }
 
 // maxNodes bounds the work one document may cause, aliases included (a

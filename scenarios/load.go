@@ -102,6 +102,7 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool, o Loa
 	}
 	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base, inline: inline, loadOpts: o}
 	d.mode, _ = modeOf(&doc)
+	d.folder = dir
 	if proxy := valueNode(&doc, "proxy"); proxy != nil {
 		if ref := valueNode(proxy, "config"); ref != nil {
 			// The file may name the mode, which decides the keys.

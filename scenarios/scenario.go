@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/proxysim/proxysim/sim/costprofile"
 )
 
 // Scenario is one parsed scenario file.
@@ -92,6 +94,13 @@ type SyncCost struct {
 	PerService  Duration   `yaml:"perService"`
 	PerEndpoint Duration   `yaml:"perEndpoint"`
 	Runs        []Duration `yaml:"-"`
+	// Profile names a cost profile (`default`, or a JSON file relative to
+	// the scenario): each sync then also costs what the profile makes of
+	// its work. Backend picks the iptables mode's part (nft or legacy).
+	Profile string `yaml:"profile"`
+	Backend string `yaml:"backend"`
+	// profile is Profile loaded, the part for the scenario's mode.
+	profile *costprofile.ModeProfile `yaml:"-"`
 }
 
 // Step is one instant of the timeline: at most one action, and optionally
