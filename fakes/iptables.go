@@ -3,6 +3,7 @@ package fakes
 import (
 	"strings"
 
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/iptables"
 )
 
@@ -13,6 +14,60 @@ import (
 type IPTables struct {
 	rs       iptables.Ruleset
 	restores int
+	calls    IPTablesCalls
+}
+
+// IPTablesCalls is what reached the fake, counted by the fake: every call,
+// failed ones included, and the payloads and listings by its own reading of
+// their text (not the proxier's bookkeeping, which tests hold it to).
+type IPTablesCalls struct {
+	Restores int
+	// Sections are the restore payloads' sections, by table, added up.
+	Sections                  map[string]sim.RestoreSection
+	Saves                     int
+	SavedLines, SavedBytes    int
+	EnsureChains, EnsureRules int
+	ChainExists               int
+}
+
+// Calls returns what reached the fake so far.
+func (f *IPTables) Calls() IPTablesCalls {
+	c := f.calls
+	c.Sections = map[string]sim.RestoreSection{}
+	for t, s := range f.calls.Sections {
+		c.Sections[t] = s
+	}
+	return c
+}
+
+// countRestore reads a payload line by line into the sections' counts.
+func (f *IPTables) countRestore(payload string) {
+	f.calls.Restores++
+	if f.calls.Sections == nil {
+		f.calls.Sections = map[string]sim.RestoreSection{}
+	}
+	table := ""
+	for _, l := range strings.SplitAfter(payload, "\n") {
+		if l == "" {
+			continue
+		}
+		text := strings.TrimSuffix(l, "\n")
+		if strings.HasPrefix(text, "*") {
+			table = text[1:]
+		}
+		s := f.calls.Sections[table]
+		s.Lines++
+		s.Bytes += len(l)
+		switch {
+		case strings.HasPrefix(text, ":"):
+			s.Chains++
+		case strings.HasPrefix(text, "-A "):
+			s.Rules++
+		case strings.HasPrefix(text, "-X "):
+			s.DeletedChains++
+		}
+		f.calls.Sections[table] = s
+	}
 }
 
 var _ iptables.Dataplane = (*IPTables)(nil)
@@ -21,6 +76,7 @@ var _ iptables.Dataplane = (*IPTables)(nil)
 func NewIPTables() *IPTables { return &IPTables{rs: iptables.NewRuleset()} }
 
 func (f *IPTables) Restore(payload string) error {
+	f.countRestore(payload)
 	next, err := iptables.Apply(f.rs, payload)
 	if err != nil {
 		return err
@@ -31,10 +87,14 @@ func (f *IPTables) Restore(payload string) error {
 }
 
 func (f *IPTables) Save(table string) (string, error) {
+	f.calls.Saves++
 	if f.rs[table] == nil {
 		return "", &iptables.RestoreError{Msg: "iptables-save: table " + table + " is not modelled"}
 	}
-	return f.rs.Save(table), nil
+	out := f.rs.Save(table)
+	f.calls.SavedLines += strings.Count(out, "\n")
+	f.calls.SavedBytes += len(out)
+	return out, nil
 }
 
 // SaveAll is iptables-save of every table.
@@ -48,6 +108,7 @@ func (f *IPTables) Ruleset() iptables.Ruleset { return f.rs }
 func (f *IPTables) Restores() int { return f.restores }
 
 func (f *IPTables) EnsureChain(table, chain string) error {
+	f.calls.EnsureChains++
 	t := f.rs[table]
 	if t == nil {
 		return &iptables.RestoreError{Msg: "table " + table + " is not modelled"}
@@ -61,6 +122,7 @@ func (f *IPTables) EnsureChain(table, chain string) error {
 }
 
 func (f *IPTables) EnsureRule(table, chain, rule string) error {
+	f.calls.EnsureRules++
 	t := f.rs[table]
 	if t == nil || t[chain] == nil {
 		return &iptables.RestoreError{Msg: "no chain " + chain + " in table " + table}
@@ -84,6 +146,7 @@ func (f *IPTables) EnsureRule(table, chain, rule string) error {
 }
 
 func (f *IPTables) ChainExists(table, chain string) (bool, error) {
+	f.calls.ChainExists++
 	t := f.rs[table]
 	if t == nil {
 		return false, &iptables.RestoreError{Msg: "table " + table + " is not modelled"}

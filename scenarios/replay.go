@@ -46,6 +46,10 @@ type Options struct {
 	// replay goes (the report page snapshots it after each run) needs no
 	// trace kept in memory.
 	Follow func(e trace.Event, dp Dataplane)
+	// TraceWork records a run.work event after each sync: what it wrote
+	// to the dataplane and read back (sim.SyncWork). Off by default, so
+	// that traces stay as they were; `replay -v` turns it on.
+	TraceWork bool
 	// World, if set, is called once the world is built, before the
 	// scenario's objects are created and the proxy starts: an observer
 	// (e2e/upstream's replay of kube-proxy's own code in a synctest
@@ -194,6 +198,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		ResyncPeriod: resync,
 		Cost:         p.SyncCost.Model(),
 		NewBackend:   dp.NewBackend,
+		TraceWork:    opts.TraceWork,
 	}
 	if reg, err := kpmetrics.New(mode.Name(), "IPv4"); err == nil {
 		r.metrics = reg

@@ -21,6 +21,8 @@ type proxyConsumer struct {
 	proxier *proxy.Proxier
 	runner  *runner.Runner
 	backend proxy.Backend
+	// work is what the latest sync did, for the cost of the run under way.
+	work SyncWork
 }
 
 // newProxy builds a fresh proxy: backend, proxier and runner.
@@ -70,17 +72,41 @@ func (p *proxyConsumer) sync() error {
 		return fmt.Errorf("proxy was restarted")
 	}
 	if err := p.w.injectedSyncFailure(); err != nil {
+		p.takeWork()
 		return err
 	}
-	return p.proxier.SyncProxyRules()
+	err := p.proxier.SyncProxyRules()
+	p.takeWork()
+	return err
 }
 
+// cost is the run's virtual duration, asked by the runner right after sync
+// returned: the work is known by then.
 func (p *proxyConsumer) cost() time.Duration {
 	if d, ok := p.w.scheduledCost(); ok {
 		return d
 	}
-	s, e := p.proxier.Size()
-	return p.w.cfg.Cost.Cost(s, e)
+	return p.w.cfg.Cost.CostOf(p.work)
+}
+
+// takeWork records what the sync that just returned did on its sync record
+// and, if asked, in the trace (run.work).
+func (p *proxyConsumer) takeWork() {
+	var work SyncWork
+	if r, ok := p.backend.(WorkReporter); ok {
+		if got, ok := r.TakeSyncWork(); ok {
+			work = got
+		}
+	}
+	work.ServicePorts, work.Endpoints = p.proxier.Size()
+	p.work = work
+	w := p.w
+	if n := len(w.syncs); n > 0 && w.syncs[n-1].End < 0 {
+		w.syncs[n-1].Work = work
+		if w.cfg.TraceWork {
+			w.Trace.Add(trace.Event{Kind: trace.Work, Run: w.syncs[n-1].N, Detail: work.String()})
+		}
+	}
 }
 
 func (p *proxyConsumer) OnAdd(kind string, obj runtime.Object) error {
@@ -144,7 +170,9 @@ func (p *proxyConsumer) OnSynced(kind string) error {
 		return p.proxier.OnServicesSynced()
 	case "EndpointSlice":
 		p.w.syncStarted("initial")
-		p.w.syncFinished(p.proxier.OnEndpointSlicesSynced())
+		err := p.proxier.OnEndpointSlicesSynced()
+		p.takeWork()
+		p.w.syncFinished(err)
 	}
 	return nil
 }
@@ -189,6 +217,10 @@ type SyncRecord struct {
 	Start time.Duration
 	End   time.Duration // -1 while running
 	Err   string
+	// Work is what the sync wrote to the dataplane and read back, as its
+	// backend reported it (see SyncWork); known from the sync's start,
+	// since a run computes and writes at once and then lasts its cost.
+	Work SyncWork
 }
 
 // Syncs lists every sync so far: the initial direct one of each proxy start

@@ -89,7 +89,15 @@ func (c CostModel) String() string {
 	if len(c.Runs) > 0 {
 		return fmt.Sprint(c.Runs)
 	}
-	return fmt.Sprintf("fixed %v + %v per service port + %v per endpoint", c.Fixed, c.PerService, c.PerEndpoint)
+	s := fmt.Sprintf("fixed %v + %v per service port + %v per endpoint", c.Fixed, c.PerService, c.PerEndpoint)
+	if c.Work != nil {
+		if n, ok := c.Work.(fmt.Stringer); ok {
+			s += " + " + n.String()
+		} else {
+			s += fmt.Sprintf(" + %T of the sync's work", c.Work)
+		}
+	}
+	return s
 }
 
 // SyncNow syncs directly, outside the runner, as kube-proxy's
@@ -113,7 +121,9 @@ func (w *World) SyncNow(why string) {
 		return
 	}
 	w.syncStarted(why)
-	w.syncFinished(w.proxy.proxier.SyncProxyRules())
+	err := w.proxy.proxier.SyncProxyRules()
+	w.proxy.takeWork()
+	w.syncFinished(err)
 }
 
 // runQueuedDirect runs the direct syncs that waited for a run to end.

@@ -35,21 +35,38 @@ import (
 // DefaultResyncPeriod is kube-proxy's default configSyncPeriod.
 const DefaultResyncPeriod = 15 * time.Minute
 
-// CostModel is how much virtual time one sync takes: Fixed, plus PerService
-// for each applied service port, plus PerEndpoint for each endpoint.
+// CostModel is how much virtual time one runner run takes: Fixed, plus
+// PerService for each applied service port, plus PerEndpoint for each
+// endpoint, plus what Work makes of the run's work. (A direct sync, the
+// initial one or SyncNow's, takes no time whatever the model.)
 type CostModel struct {
 	Fixed       time.Duration
 	PerService  time.Duration
 	PerEndpoint time.Duration
+	// Work, when set, adds the cost of what the run wrote and read (the
+	// SyncWork its backend reported; see WorkCost). It is evaluated after
+	// the proxier computed the run, so the run ends at its start plus the
+	// whole cost.
+	Work WorkCost
 	// Runs, when set, is the cost of each runner run in order (the first
 	// entry the first run's), the last entry repeating; it replaces the
 	// rest of the model.
 	Runs []time.Duration
 }
 
-// Cost evaluates the model for a proxy of the given size.
+// Cost evaluates the model's linear part for a proxy of the given size.
 func (c CostModel) Cost(servicePorts, endpoints int) time.Duration {
 	return c.Fixed + time.Duration(servicePorts)*c.PerService + time.Duration(endpoints)*c.PerEndpoint
+}
+
+// CostOf evaluates the model, Runs aside, for a run that did work (whose
+// ServicePorts and Endpoints give the linear part).
+func (c CostModel) CostOf(work SyncWork) time.Duration {
+	d := c.Cost(work.ServicePorts, work.Endpoints)
+	if c.Work != nil {
+		d += c.Work.SyncCost(work)
+	}
+	return d
 }
 
 // Config describes a world.
@@ -81,6 +98,10 @@ type Config struct {
 	Endpoints proxy.EndpointSliceTrackerOptions
 	// Metrics, if set, hears kube-proxy's metric updates (sim/kpmetrics).
 	Metrics MetricsSink
+	// TraceWork records a run.work event after each sync with what it
+	// wrote and read (SyncRecord.Work has it either way). Off by default,
+	// so that traces stay as they were.
+	TraceWork bool
 }
 
 // MaxChain bounds a chain of writes, each made by a consumer handling an

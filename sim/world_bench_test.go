@@ -23,13 +23,29 @@ import (
 // events per second, and the allocations and bytes per object update, counted
 // over the whole replay (setup, informers, syncs, dataplane) and divided by
 // the number of updates.
-func BenchmarkVirtualHour(b *testing.B) { virtualHour(b, false) }
+func BenchmarkVirtualHour(b *testing.B) { virtualHour(b, false, nil, false) }
 
 // BenchmarkVirtualHourMetrics is BenchmarkVirtualHour with kube-proxy's
 // metrics registry (sim/kpmetrics) filled along the way.
-func BenchmarkVirtualHourMetrics(b *testing.B) { virtualHour(b, true) }
+func BenchmarkVirtualHourMetrics(b *testing.B) { virtualHour(b, true, nil, false) }
 
-func virtualHour(b *testing.B, metrics bool) {
+// BenchmarkVirtualHourWorkCost is BenchmarkVirtualHour with a work-based
+// sync cost on top of the linear one (1ns per netlink call, so that the
+// runs stay as they were within nanoseconds), and with each sync's work
+// traced too (run.work): what reading the work costs a replay. Every sync
+// reports its work in all three benchmarks.
+func BenchmarkVirtualHourWorkCost(b *testing.B) {
+	perCall := sim.WorkCostFunc(func(w sim.SyncWork) time.Duration {
+		if w.IPVS == nil {
+			return 0
+		}
+		return time.Duration(w.IPVS.NetlinkCalls())
+	})
+	b.Run("cost", func(b *testing.B) { virtualHour(b, false, perCall, false) })
+	b.Run("cost+trace", func(b *testing.B) { virtualHour(b, false, perCall, true) })
+}
+
+func virtualHour(b *testing.B, metrics bool, work sim.WorkCost, traceWork bool) {
 	const (
 		services   = 1000
 		perService = 10
@@ -38,7 +54,7 @@ func virtualHour(b *testing.B, metrics bool) {
 	)
 	svcs, slices := fakes.Cluster(services, perService)
 	b.ReportAllocs()
-	var events, updates int
+	var events, updates, syncs int
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
@@ -48,9 +64,10 @@ func virtualHour(b *testing.B, metrics bool) {
 		w, err := sim.NewWorld(sim.Config{
 			Clock:      clk,
 			Runner:     runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: 30 * time.Second},
-			Cost:       sim.CostModel{Fixed: 50 * time.Millisecond, PerEndpoint: 2 * time.Microsecond},
+			Cost:       sim.CostModel{Fixed: 50 * time.Millisecond, PerEndpoint: 2 * time.Microsecond, Work: work},
 			NewBackend: ipvs.Backend(ipvs.Config{}, dp),
 			Metrics:    metricsSink(b, metrics),
+			TraceWork:  traceWork,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -86,6 +103,7 @@ func virtualHour(b *testing.B, metrics bool) {
 		w.RunUntil(hour)
 		events += w.Trace.Len()
 		updates += k
+		syncs += len(w.SyncsView())
 		w.Close()
 	}
 	elapsed := time.Since(start)
@@ -94,6 +112,7 @@ func virtualHour(b *testing.B, metrics bool) {
 	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(updates), "allocs/update")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(updates), "B/update")
+	b.ReportMetric(float64(syncs)/float64(b.N), "syncs/hour")
 }
 
 func metricsSink(b *testing.B, on bool) sim.MetricsSink {

@@ -197,6 +197,7 @@ of its budget.`,
 				if !verbose {
 					opts.TraceKeep = traceTail
 				}
+				opts.TraceWork = verbose
 				if metricsAt != nil {
 					d := time.Duration(*metricsAt)
 					opts.MetricsAt = &d
@@ -238,7 +239,7 @@ of its budget.`,
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
 	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (each mode's blocks and files: ipvs, iptables, nftables) with what the replay produced")
-	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace")
+	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace, with each sync's work (run.work)")
 	replay.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
 	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
 
@@ -262,6 +263,7 @@ of its budget.`,
 		},
 	}
 
+	var traceWork bool
 	traceCmd := &cobra.Command{
 		Use:   "trace FILE|NAME",
 		Short: "Replay one scenario and print its trace as JSON Lines",
@@ -273,7 +275,7 @@ of its budget.`,
 			}
 			// The trace streams out as it is made: a long replay holds
 			// only the tail a failure shows.
-			res, err := scenarios.Replay(list[0], budgets(scenarios.Options{Dataplane: factory, TraceStream: stdout, TraceKeep: traceTail}))
+			res, err := scenarios.Replay(list[0], budgets(scenarios.Options{Dataplane: factory, TraceStream: stdout, TraceKeep: traceTail, TraceWork: traceWork}))
 			if err != nil {
 				return fail(exitCannotRun, err)
 			}
@@ -284,6 +286,7 @@ of its budget.`,
 		},
 	}
 	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
+	traceCmd.Flags().BoolVar(&traceWork, "work", false, "add a run.work event after each sync: what it wrote to the dataplane and read back (docs/sync-work.md)")
 	traceCmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy")
 	for _, c := range []*cobra.Command{replay, traceCmd} {
 		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")

@@ -129,6 +129,10 @@ type Proxier struct {
 	metrics Metrics
 	names   *names
 	monitor *Monitor
+
+	// work is what the last sync wrote and read, until the world takes it.
+	work     *sim.IPTablesWork
+	workFull bool
 }
 
 // New builds a proxier over dp on clk (which times full syncs and the
@@ -186,6 +190,7 @@ func (p *Proxier) Sync(st *proxy.SyncState) error {
 	// sync completed, which in real time is always a little more. In
 	// virtual time it is exactly that, hence at least.
 	full := p.needFullSync || (p.clk.Since(p.lastFullSync) >= FullSyncPeriod && !p.large)
+	p.work, p.workFull = &sim.IPTablesWork{}, full
 	if full {
 		p.metrics.FullSyncs++
 	} else {
@@ -206,15 +211,18 @@ func (p *Proxier) Sync(st *proxy.SyncState) error {
 }
 
 func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
+	work := p.work
 	if full {
 		// The jumps from the built-in chains are not part of the restore
 		// (it must not replace the built-in chains); a full sync makes sure
 		// they exist, so a flushed table heals at the next one.
 		for _, j := range jumps {
+			work.EnsureChains++
 			if err := p.dp.EnsureChain(j.table, j.to); err != nil {
 				p.trace("ensure-chain", j.table+" "+j.to, err)
 				return fmt.Errorf("iptables: ensure chain %s: %w", j.to, err)
 			}
+			work.EnsureRules++
 			if err := p.dp.EnsureRule(j.table, j.from, j.rule()); err != nil {
 				p.trace("ensure-rule", j.table+" "+j.from+" -> "+j.to, err)
 				return fmt.Errorf("iptables: ensure jump %s -> %s: %w", j.from, j.to, err)
@@ -235,7 +243,10 @@ func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
 	// cleanup; a read is no dataplane write, so it is not traced as one.
 	now := p.clk.Now()
 	if !pl.large || !p.cleaned || now.Sub(p.lastCleanup) > p.cfg.SyncPeriod {
-		if save, err := p.dp.Save("nat"); err == nil {
+		save, err := p.dp.Save("nat")
+		work.Saves++
+		work.SavedLines, work.SavedBytes = strings.Count(save, "\n"), len(save)
+		if err == nil {
 			pl.existingNAT, pl.cleanup = chainsOf(save), true
 			p.lastCleanup, p.cleaned = now, true
 		}
@@ -247,6 +258,8 @@ func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
 	p.metrics.RulesLast["filter"] = r.filterRules
 	p.metrics.RulesTotal["nat"] = r.natRules + r.skippedNATRules - r.deletedChains
 	p.metrics.RulesLast["nat"] = r.natRules - r.deletedChains
+	work.Restores++
+	work.Filter, work.NAT = r.filter, r.nat
 	err := p.dp.Restore(r.payload)
 	kind := "partial"
 	if full {
@@ -261,6 +274,19 @@ func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
 	p.metrics.NoLocalEndpoints["external"] = r.noLocalExternal
 	return nil
 }
+
+// TakeSyncWork returns what the last sync wrote and read (sim.WorkReporter),
+// once.
+func (p *Proxier) TakeSyncWork() (sim.SyncWork, bool) {
+	if p.work == nil {
+		return sim.SyncWork{}, false
+	}
+	w := sim.SyncWork{Full: p.workFull, IPTables: p.work}
+	p.work = nil
+	return w, true
+}
+
+var _ sim.WorkReporter = (*Proxier)(nil)
 
 // chainsOf lists the chains declared in iptables-save text.
 func chainsOf(save string) []string {

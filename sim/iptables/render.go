@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 )
 
@@ -197,6 +198,9 @@ type rendered struct {
 	// sync; deletedChains the stale chains deleted.
 	filterRules, natRules, skippedNATRules, deletedChains int
 	noLocalInternal, noLocalExternal                      int
+	// filter and nat are the payload's sections as a sync's work counts
+	// them (sim.RestoreSection), from the line buffers' own counts.
+	filter, nat sim.RestoreSection
 }
 
 // Render returns the restore payload of a full sync. existingNAT lists the
@@ -310,6 +314,15 @@ func render(cfg Config, st *proxy.SyncState, pl plan) rendered {
 		deletedChains:   deleted,
 		noLocalInternal: p.noLocalInternal,
 		noLocalExternal: p.noLocalExternal,
+		// Each section adds its `*table` and COMMIT lines to its buffers.
+		filter: sim.RestoreSection{
+			Lines: 2 + p.filterChains.n + p.filterRules.n, Bytes: len("*filter\nCOMMIT\n") + len(p.filterChains.b) + len(p.filterRules.b),
+			Chains: p.filterChains.n, Rules: p.filterRules.n,
+		},
+		nat: sim.RestoreSection{
+			Lines: 2 + p.natChains.n + p.natRules.n, Bytes: len("*nat\nCOMMIT\n") + len(p.natChains.b) + len(p.natRules.b),
+			Chains: p.natChains.n, Rules: p.natRules.n - deleted, DeletedChains: deleted,
+		},
 	}
 }
 

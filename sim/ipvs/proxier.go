@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 )
 
@@ -81,6 +82,11 @@ type Proxier struct {
 	ipText map[netip.Addr]string
 	// nodeIPs are Config.NodeIPs, parsed.
 	nodeIPs map[netip.Addr]bool
+
+	// cur counts the netlink calls of the sync under way (see counted);
+	// work and workFull keep the last sync's until the world takes them.
+	cur, work *sim.IPVSWork
+	workFull  bool
 }
 
 // New applies the startup sysctls and IPVS timeouts and returns a proxier.
@@ -92,7 +98,9 @@ func New(cfg Config, dp Dataplane, clk clock.WithDelayedExecution, observe func(
 	if observe == nil {
 		observe = func(Op) {}
 	}
-	p := &Proxier{cfg: cfg, dp: dp, clock: clk, observe: observe, initialSync: true, nodeIPs: map[netip.Addr]bool{}}
+	p := &Proxier{cfg: cfg, clock: clk, observe: observe, initialSync: true, nodeIPs: map[netip.Addr]bool{}}
+	dp = p.counted(dp)
+	p.dp = dp
 	for _, n := range cfg.NodeIPs {
 		if a, err := netip.ParseAddr(n); err == nil {
 			p.nodeIPs[a.Unmap()] = true
@@ -264,6 +272,7 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 			errs = append(errs, fmt.Errorf("%s %s: %w", name, detail, err))
 		}
 	}
+	p.cur = &sim.IPVSWork{}
 	now := p.clock.Now()
 	full := p.initialSync || p.needFull || (p.cfg.FullSyncPeriod > 0 && now.Sub(p.lastFull) >= p.cfg.FullSyncPeriod)
 	var err error
@@ -277,6 +286,7 @@ func (p *Proxier) Sync(s *proxy.SyncState) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	p.work, p.workFull, p.cur = p.cur, full, nil
 	p.initialSync = false
 	p.needFull = len(errs) > 0
 	if p.cfg.SyncFailsOnError {

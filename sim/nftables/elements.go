@@ -28,10 +28,12 @@ func join(parts []string) string { return strings.Join(parts, " . ") }
 // readOrReset, on a full sync, reads the container's elements back from
 // the dataplane; if they cannot be read (other than because the container
 // does not exist yet) it flushes the container in tx and starts empty.
-func (s *elements) readOrReset(ctx context.Context, tx *knftables.Transaction, nft knftables.Interface) {
+func (s *elements) readOrReset(ctx context.Context, tx *txn, nft knftables.Interface) {
 	clear(s.have)
 	defer s.resetLeftovers()
 	got, err := nft.ListElements(ctx, s.kind, s.name)
+	tx.work.ElementListings++
+	tx.work.ElementsListed += len(got)
 	if err != nil && !knftables.IsNotFound(err) {
 		if s.kind == "set" {
 			tx.Flush(&knftables.Set{Name: s.name})
@@ -54,7 +56,7 @@ func (s *elements) resetLeftovers() {
 
 // ensure makes e present: added when new, deleted and re-added when its
 // value changed, nothing when it is there already.
-func (s *elements) ensure(tx *knftables.Transaction, e *knftables.Element) {
+func (s *elements) ensure(tx *txn, e *knftables.Element) {
 	k, v := join(e.Key), join(e.Value)
 	old, ok := s.have[k]
 	switch {
@@ -73,7 +75,7 @@ func (s *elements) ensure(tx *knftables.Transaction, e *knftables.Element) {
 
 // deleteLeftovers deletes the elements no service ensured this sync, in
 // key order (kube-proxy walks a Go set).
-func (s *elements) deleteLeftovers(tx *knftables.Transaction) {
+func (s *elements) deleteLeftovers(tx *txn) {
 	keys := make([]string, 0, len(s.leftover))
 	for k := range s.leftover {
 		keys = append(keys, k)

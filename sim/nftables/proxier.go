@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/knftables"
 
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 )
 
@@ -138,6 +139,11 @@ type Proxier struct {
 	noEndpointNodePorts, serviceNodePorts, hairpin *elements
 
 	metrics Metrics
+
+	// work is what the last sync wrote and read, until the world takes it;
+	// workFull whether it was full.
+	work     *sim.NFTablesWork
+	workFull bool
 }
 
 // New builds a proxier over nft on clk (which times full syncs and stale
@@ -180,7 +186,9 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 	ctx := context.Background()
 	start := p.clk.Now()
 	full := p.needFullSync || start.Sub(p.lastFullSync) > FullSyncPeriod
+	p.work = &sim.NFTablesWork{}
 	defer func() {
+		p.workFull = full
 		if full {
 			p.metrics.FullSyncs++
 		} else {
@@ -199,13 +207,18 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 		}
 	}
 
-	tx := p.nft.NewTransaction()
+	tx := p.newTxn()
 	if full {
 		p.setup(ctx, tx)
 	}
 
 	var existingChains, existingAffinity map[string]bool
-	if all, lerr := p.nft.ListAll(ctx); lerr == nil {
+	all, lerr := p.nft.ListAll(ctx)
+	p.work.Listings++
+	for _, names := range all {
+		p.work.ObjectsListed += len(names)
+	}
+	if lerr == nil {
 		existingChains = toSet(all["chain"])
 		existingAffinity = map[string]bool{}
 		for _, s := range all["set"] {
@@ -237,6 +250,7 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 		}
 		if !active[c] {
 			tx.Flush(&knftables.Chain{Name: c})
+			p.work.StaleChainsFlushed++
 			p.staleChains[c] = start
 		} else {
 			delete(p.staleChains, c)
@@ -255,7 +269,7 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 	if full {
 		kind = "full"
 	}
-	if rerr := p.nft.Run(ctx, tx); rerr != nil {
+	if rerr := p.nft.Run(ctx, tx.Transaction); rerr != nil {
 		p.trace("transaction", fmt.Sprintf("%s sync, %d operations", kind, tx.NumOperations()), rerr)
 		p.metrics.SyncFailures++
 		clear(p.staleChains)
@@ -275,11 +289,12 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 // them (a full sync finds them again if they are still there).
 func (p *Proxier) deleteStaleChains(ctx context.Context, start time.Time) error {
 	cutoff := start.Add(-StaleChainDelay)
-	tx := p.nft.NewTransaction()
+	tx := &txn{Transaction: p.nft.NewTransaction(), work: p.work}
 	var deleted []string
 	for _, c := range p.StaleChains() {
 		if p.staleChains[c].Before(cutoff) {
 			tx.Delete(&knftables.Chain{Name: c})
+			p.work.StaleChainsDeleted++
 			delete(p.staleChains, c)
 			deleted = append(deleted, c)
 		}
@@ -287,7 +302,8 @@ func (p *Proxier) deleteStaleChains(ctx context.Context, start time.Time) error 
 	if len(deleted) == 0 {
 		return nil
 	}
-	err := p.nft.Run(ctx, tx)
+	p.work.Transactions++
+	err := p.nft.Run(ctx, tx.Transaction)
 	p.trace("delete-stale", strings.Join(deleted, " "), err)
 	if err != nil {
 		p.metrics.CleanupFailures++
@@ -298,7 +314,7 @@ func (p *Proxier) deleteStaleChains(ctx context.Context, start time.Time) error 
 // ensureChain adds and flushes a chain once per transaction, as
 // kube-proxy's ensureChain; with skip (a service not rewritten in a
 // partial sync) it only marks the chain active.
-func ensureChain(tx *knftables.Transaction, name string, active map[string]bool, skip bool) {
+func ensureChain(tx *txn, name string, active map[string]bool, skip bool) {
 	if active[name] {
 		return
 	}
@@ -308,12 +324,13 @@ func ensureChain(tx *knftables.Transaction, name string, active map[string]bool,
 	}
 	tx.Add(&knftables.Chain{Name: name})
 	tx.Flush(&knftables.Chain{Name: name})
+	tx.work.ChainsRewritten++
 }
 
 // setup is kube-proxy's setupNFTables: the table, the base chains (reset
 // once per proxier), the jump chains and the fixed rules, the sets and
 // maps, and the element storage read back from the dataplane.
-func (p *Proxier) setup(ctx context.Context, tx *knftables.Transaction) {
+func (p *Proxier) setup(ctx context.Context, tx *txn) {
 	c := p.cfg
 	ipX := c.ipX()
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for kube-proxy")})
@@ -328,6 +345,7 @@ func (p *Proxier) setup(ctx context.Context, tx *knftables.Transaction) {
 		ch := &knftables.Chain{Name: bc.name, Type: knftables.PtrTo(bc.typ), Hook: knftables.PtrTo(bc.hook), Priority: knftables.PtrTo(bc.priority)}
 		tx.Add(ch)
 		tx.Flush(ch)
+		tx.work.ChainsRewritten++
 	}
 	created := map[string]bool{}
 	for _, j := range jumpChains {
@@ -374,6 +392,7 @@ func (p *Proxier) setup(ctx context.Context, tx *knftables.Transaction) {
 		Comment: knftables.PtrTo("vmap to drop or reject packets to service nodeports with no endpoints")})
 	tx.Add(&knftables.Chain{Name: ChainReject, Comment: knftables.PtrTo("helper for @no-endpoint-services / @no-endpoint-nodeports")})
 	tx.Flush(&knftables.Chain{Name: ChainReject})
+	tx.work.ChainsRewritten++
 	tx.Add(&knftables.Rule{Chain: ChainReject, Rule: "reject"})
 	tx.Add(&knftables.Rule{Chain: ChainServiceEndpointsCheck, Rule: knftables.Concat(
 		ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", MapNoEndpointServices)})
@@ -422,7 +441,7 @@ func (p *Proxier) setup(ctx context.Context, tx *knftables.Transaction) {
 // elements of every service port, and the chains of those not skipped.
 // It returns whether the port counts as having no local endpoints for
 // internal and for external traffic (0 or 1 each).
-func (p *Proxier) syncServicePort(tx *knftables.Transaction, st *proxy.SyncState, n proxy.ServicePortName, sp *proxy.ServicePort,
+func (p *Proxier) syncServicePort(tx *txn, st *proxy.SyncState, n proxy.ServicePortName, sp *proxy.ServicePort,
 	skip bool, active, activeAffinity map[string]bool) (noLocalInternal, noLocalExternal int) {
 	c := p.cfg
 	ipX := c.ipX()
@@ -606,7 +625,7 @@ func (p *Proxier) syncServicePort(tx *knftables.Transaction, st *proxy.SyncState
 // When a range holds the node's address, the LoadBalancer IPs are allowed
 // as sources too: a node reaching a VIP it holds locally arrives with the
 // VIP as its source.
-func (p *Proxier) writeFirewall(tx *knftables.Transaction, chain string, sp *proxy.ServicePort) {
+func (p *Proxier) writeFirewall(tx *txn, chain string, sp *proxy.ServicePort) {
 	var allowed []string
 	fromNode := false
 	for _, cidr := range sp.LoadBalancerSourceRanges {
@@ -629,7 +648,7 @@ func (p *Proxier) writeFirewall(tx *knftables.Transaction, chain string, sp *pro
 // writeEndpointDNATs is kube-proxy's writeServiceToEndpointDNATs: one rule
 // that picks endpoint i with `numgen random mod N` and DNATs through an
 // anonymous map, 1/N each.
-func (p *Proxier) writeEndpointDNATs(tx *knftables.Transaction, proto, chain string, eps []*proxy.Endpoint) {
+func (p *Proxier) writeEndpointDNATs(tx *txn, proto, chain string, eps []*proxy.Endpoint) {
 	var elems []string
 	for i, e := range eps {
 		if i > 0 {
@@ -644,7 +663,7 @@ func (p *Proxier) writeEndpointDNATs(tx *knftables.Transaction, proto, chain str
 // writeEndpointJumps is kube-proxy's writeServiceToEndpointJumps: a client
 // in an endpoint's affinity set goes back to it; any other is spread with
 // `numgen random mod N` over the endpoint chains.
-func (p *Proxier) writeEndpointJumps(tx *knftables.Transaction, n proxy.ServicePortName, chain string, eps []*proxy.Endpoint) {
+func (p *Proxier) writeEndpointJumps(tx *txn, n proxy.ServicePortName, chain string, eps []*proxy.Endpoint) {
 	var elems []string
 	for i, e := range eps {
 		ch := EndpointChain(n, e.String())

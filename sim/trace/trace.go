@@ -26,6 +26,7 @@ const (
 	Drop      = "run.drop"    // a Run() was discarded
 	Start     = "run.start"
 	End       = "run.end"
+	Work      = "run.work"  // what a sync wrote and read (sim.Config.TraceWork)
 	Dataplane = "dataplane" // one dataplane operation
 	Step      = "step"      // a scenario step
 	Conn      = "conn"      // a client connection opened or closed
