@@ -162,9 +162,11 @@ func (d *decoder) validate(s *Scenario) {
 	}
 	d.validateControllers(v, &s.Controllers)
 
-	// Objects cut out of a large file come first: they are the file's
-	// objects list, which the general path then found empty.
-	objects := d.decodeInline(s.inline)
+	// A generated cluster comes first, then the objects cut out of a large
+	// file (the file's objects list, which the general path then found
+	// empty), then the objects listed.
+	objects := d.generatedObjects(s)
+	objects = append(objects, d.decodeInline(s.inline)...)
 	for i := range s.Objects {
 		objects = append(objects, d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i))...)
 	}

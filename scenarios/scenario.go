@@ -27,6 +27,9 @@ type Scenario struct {
 	// Objects are the cluster's objects before the proxy starts: manifests,
 	// or {file: path} entries naming YAML files relative to the scenario.
 	Objects []yaml.Node `yaml:"objects"`
+	// Cluster is a cluster made at load (cluster.generate), whose objects
+	// come before Objects'.
+	Cluster *Cluster `yaml:"cluster"`
 	// Controllers are the consumers besides the proxy the scenario runs.
 	Controllers Controllers `yaml:"controllers"`
 	Timeline    []Step      `yaml:"timeline"`
