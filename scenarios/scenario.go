@@ -47,6 +47,7 @@ type Scenario struct {
 	base     string        // the scenario's own name in folder ("" if parsed from memory)
 	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
 	loadOpts LoadOptions   // how it was read, for WithSettings
+	nodes    []ClusterNode // cluster.pools' nodes, the first the proxy's
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the
@@ -87,6 +88,11 @@ type SyncCost struct {
 	PerService  Duration   `yaml:"perService"`
 	PerEndpoint Duration   `yaml:"perEndpoint"`
 	Runs        []Duration `yaml:"-"`
+	// Speed, Jitter and JitterSeed are a pool node's variation (see
+	// sim.CostModel); zero for a scenario's single node.
+	Speed      float64  `yaml:"-"`
+	Jitter     Duration `yaml:"-"`
+	JitterSeed uint64   `yaml:"-"`
 }
 
 // Step is one instant of the timeline: at most one action, and optionally

@@ -42,7 +42,8 @@ func (c *SyncCost) decodeParts(d *decoder, n *yaml.Node, path string) {
 
 // Model is the cost as the world takes it.
 func (c SyncCost) Model() sim.CostModel {
-	m := sim.CostModel{Fixed: c.Fixed.D(), PerService: c.PerService.D(), PerEndpoint: c.PerEndpoint.D()}
+	m := sim.CostModel{Fixed: c.Fixed.D(), PerService: c.PerService.D(), PerEndpoint: c.PerEndpoint.D(),
+		Speed: c.Speed, Jitter: c.Jitter.D(), JitterSeed: c.JitterSeed}
 	for _, r := range c.Runs {
 		m.Runs = append(m.Runs, r.D())
 	}
