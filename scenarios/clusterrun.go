@@ -103,10 +103,10 @@ func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error
 		seed = uint64(*s.Cluster.Seed)
 	}
 	for i, n := range s.nodes {
-		samples, restarts := w.ProgrammingSamples(), w.Restarts()
+		samples, restarts := w.Observations(), w.Restarts()
 		if i > 0 {
 			node, _ := w.Node(n.Name)
-			samples, restarts = node.ProgrammingSamples(), node.Restarts()
+			samples, restarts = node.Observations(), node.Restarts()
 		}
 		obs := make([]sli.Observation, 0, len(samples))
 		for _, p := range samples {
@@ -132,7 +132,6 @@ func (r *replayer) clusterResult() (*ClusterResult, error) {
 		return nil, err
 	}
 	out := &ClusterResult{SLI: res}
-	var pods []time.Duration
 	for i, n := range s.nodes {
 		nr := NodeResult{Name: n.Name, Pool: n.Pool}
 		if i == 0 {
@@ -156,26 +155,48 @@ func (r *replayer) clusterResult() (*ClusterResult, error) {
 		if end > 0 {
 			nr.CPUPerHour = nr.Busy.Seconds() / end.Hours()
 		}
-		pods = append(pods, nr.PodLatencies...)
 		out.Nodes = append(out.Nodes, nr)
 	}
-	slices.Sort(pods)
-	out.PodChanges = len(pods)
-	out.Pod50, out.Pod90, out.Pod99 = exactQuantile(pods, 0.5), exactQuantile(pods, 0.9), exactQuantile(pods, 0.99)
-	if len(pods) > 0 {
-		out.PodMax = pods[len(pods)-1]
-	}
+	pods := newCounted(w.PodLatencyCounts())
+	out.PodChanges = int(pods.total)
+	out.Pod50, out.Pod90, out.Pod99, out.PodMax = pods.quantile(0.5), pods.quantile(0.9), pods.quantile(0.99), pods.quantile(1)
 	return out, nil
 }
 
-// exactQuantile is the smallest value with at least q of sorted at or
+// counted is a distribution of durations counted by value, sorted.
+type counted struct {
+	values []time.Duration
+	counts []int64
+	total  int64
+}
+
+func newCounted(m map[time.Duration]int64) counted {
+	var c counted
+	for v := range m {
+		c.values = append(c.values, v)
+	}
+	slices.Sort(c.values)
+	for _, v := range c.values {
+		c.counts = append(c.counts, m[v])
+		c.total += m[v]
+	}
+	return c
+}
+
+// quantile is the smallest value with at least q of the values at or
 // below it (0 for none).
-func exactQuantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
+func (c counted) quantile(q float64) time.Duration {
+	if c.total == 0 {
 		return 0
 	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
+	rank := max(int64(math.Ceil(q*float64(c.total))), 1)
+	var seen int64
+	for i, k := range c.counts {
+		if seen += k; seen >= rank {
+			return c.values[i]
+		}
+	}
+	return c.values[len(c.values)-1]
 }
 
 // reportCluster writes the cluster's figures under a replay's line.
@@ -374,6 +395,9 @@ func (e *clusterExpect) Check(r *Run) {
 		return
 	}
 	s, w := r.r.s, r.World()
+	if len(s.nodes) == 0 {
+		return // one node replayed alone (Scenario.NodeScenario): no cluster to judge
+	}
 	if c.ProgrammingLatency != nil || c.ExactLatency != nil {
 		res, err := clusterSLI(s, w, w.Now())
 		if err != nil {
@@ -384,15 +408,10 @@ func (e *clusterExpect) Check(r *Run) {
 		checkQuantiles(r, "cluster.exactLatency", c.ExactLatency, [3]float64{res.True50, res.True90, res.True99})
 	}
 	if c.PodLatency != nil {
-		var pods []time.Duration
-		pods = append(pods, w.PodLatencies()...)
-		for _, n := range w.Nodes() {
-			pods = append(pods, n.PodLatencies()...)
-		}
-		slices.Sort(pods)
+		pods := newCounted(w.PodLatencyCounts())
 		q := [3]float64{math.NaN(), math.NaN(), math.NaN()}
-		if len(pods) > 0 {
-			q = [3]float64{exactQuantile(pods, 0.5).Seconds(), exactQuantile(pods, 0.9).Seconds(), exactQuantile(pods, 0.99).Seconds()}
+		if pods.total > 0 {
+			q = [3]float64{pods.quantile(0.5).Seconds(), pods.quantile(0.9).Seconds(), pods.quantile(0.99).Seconds()}
 		}
 		checkQuantiles(r, "cluster.podLatency", c.PodLatency, q)
 	}

@@ -86,10 +86,17 @@ type Node struct {
 
 	stats    NodeStats
 	syncs    []SyncRecord
-	samples  []ProgrammingSample
-	podLat   map[string]time.Duration
-	podVals  []time.Duration
+	samples  []ProgrammingSample // with Keep
+	obs      []Observation
+	podLat   map[string]time.Duration // with Keep
+	podVals  []time.Duration          // with Keep
 	restarts []time.Duration
+}
+
+// Observation is one network_programming_duration observation without
+// its Service: what every node keeps for the SLI.
+type Observation struct {
+	At, Value time.Duration
 }
 
 // NodeStats are what a node's kube-proxy did, kept for every node.
@@ -127,6 +134,8 @@ type cluster struct {
 	podBase int64
 	podSeq  int64
 	touched []string // pods whose view count the event being applied changed
+	// podCounts counts the light nodes' pod latencies by value.
+	podCounts map[time.Duration]int64
 }
 
 // streamEvent is one event the world's proxy heard, with what every node
@@ -168,7 +177,8 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 		return nil, fmt.Errorf("sim: node name %q empty or the world's own", spec.Name)
 	}
 	if w.cluster == nil {
-		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{}}
+		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{},
+			podCounts: map[time.Duration]int64{}}
 		w.cluster.ref = proxy.NewProxier(w.cfg.Family, "", "", refBackend{}, proxy.EndpointSliceTrackerOptions{})
 	}
 	c := w.cluster
@@ -259,10 +269,22 @@ func (n *Node) ProgrammingSamples() []ProgrammingSample {
 	return n.samples
 }
 
-// Observations lists the node's samples' instants and values, kept for
-// every node: what the SLI pools.
-func (n *Node) Observations() []ProgrammingSample {
-	return n.ProgrammingSamples()
+// Observations lists the instants and values of the node's samples,
+// kept for every node: what the SLI pools.
+func (n *Node) Observations() []Observation {
+	if n.fw != nil {
+		return n.fw.Observations()
+	}
+	return n.obs
+}
+
+// Observations is Node.Observations for the world's own proxy.
+func (w *World) Observations() []Observation {
+	out := make([]Observation, len(w.prog.samples))
+	for i, p := range w.prog.samples {
+		out[i] = Observation{At: p.At, Value: p.Value}
+	}
+	return out
 }
 
 // PodLatency is World.PodLatency for the node (a light node's only if it
@@ -276,12 +298,35 @@ func (n *Node) PodLatency(key string) (time.Duration, bool) {
 }
 
 // PodLatencies lists every true pod latency the node measured, in the
-// order its syncs measured them.
+// order its syncs measured them (a light node's only if it keeps them).
 func (n *Node) PodLatencies() []time.Duration {
 	if n.fw != nil {
 		return n.fw.PodLatencies()
 	}
 	return n.podVals
+}
+
+// PodLatencyCounts counts the true pod latencies measured by the world's
+// proxy and every node, by value: the exact distribution over the cluster.
+func (w *World) PodLatencyCounts() map[time.Duration]int64 {
+	out := map[time.Duration]int64{}
+	for _, d := range w.PodLatencies() {
+		out[d]++
+	}
+	if w.cluster == nil {
+		return out
+	}
+	for d, k := range w.cluster.podCounts {
+		out[d] += k
+	}
+	for _, n := range w.cluster.nodes {
+		if n.fw != nil {
+			for _, d := range n.fw.PodLatencies() {
+				out[d]++
+			}
+		}
+	}
+	return out
 }
 
 // Restarts lists the instants the node's kube-proxy restarted.
@@ -355,8 +400,7 @@ func (n *Node) Restart() error {
 			n.syncs = append(n.syncs, n.cur)
 		}
 		n.running = false
-		clear(n.carried)
-		n.carried = n.carried[:0]
+		n.carried = shrink(n.carried[:0])
 	}
 	n.gen++
 	n.heard = n.c.head
@@ -751,7 +795,7 @@ func (n *Node) syncStarted(why string) {
 		}
 	}
 	clear(n.waiting[len(kept):])
-	n.waiting = kept
+	n.waiting = shrink(kept)
 }
 
 func (n *Node) syncFinished(err error) {
@@ -777,7 +821,10 @@ func (n *Node) syncFinished(err error) {
 		for _, k := range keys {
 			for _, t := range n.taken[k] {
 				v := nowT.Sub(t)
-				n.samples = append(n.samples, ProgrammingSample{At: now, Service: k, Value: v})
+				if n.spec.Keep {
+					n.samples = append(n.samples, ProgrammingSample{At: now, Service: k, Value: v})
+				}
+				n.obs = append(n.obs, Observation{At: now, Value: v})
 				n.stats.Samples++
 				n.stats.Worst = max(n.stats.Worst, v)
 			}
@@ -795,14 +842,14 @@ func (n *Node) syncFinished(err error) {
 			continue
 		}
 		d := now - p.at
-		n.podVals = append(n.podVals, d)
+		n.c.podCounts[d]++
 		n.stats.WorstPod = max(n.stats.WorstPod, d)
-		if n.podLat != nil {
+		if n.spec.Keep {
+			n.podVals = append(n.podVals, d)
 			n.podLat[ref.key] = d
 		}
 	}
-	clear(n.carried)
-	n.carried = n.carried[:0]
+	n.carried = shrink(n.carried[:0])
 }
 
 // closeNodes stops every node's timers.
@@ -814,4 +861,13 @@ func (c *cluster) close() {
 			n.runner.Stop()
 		}
 	}
+}
+
+// shrink lets go of a list's spare room once it is mostly empty: a node
+// that once waited for thousands of pod changes keeps no room for them.
+func shrink(l []podRef) []podRef {
+	if cap(l) > 64 && cap(l) > 4*len(l) {
+		return slices.Clone(l)
+	}
+	return l
 }
