@@ -16,7 +16,11 @@ import (
 // objects are made at load and come before those of objects.
 type Cluster struct {
 	Generate *GeneratedCluster `yaml:"generate"`
-	Src      Src
+	// Pools are the cluster's nodes, each running kube-proxy (see
+	// pools.go); Seed draws each node's variation.
+	Pools []Pool `yaml:"pools"`
+	Seed  *int64 `yaml:"seed"`
+	Src   Src
 }
 
 // GeneratedCluster is cluster.generate: sim/clustergen's Spec written as
@@ -242,13 +246,28 @@ func (d *decoder) generatedObjects(s *Scenario) []Object {
 	}
 	g := s.Cluster.Generate
 	if g == nil {
-		d.addAt(s.Cluster.Src.At("generate"), "say how to make the cluster: generate: {services: N, ...}")
+		if s.Cluster.Pools == nil {
+			d.addAt(s.Cluster.Src.At("generate"), "say how to make the cluster: generate: {services: N, ...} or pools: [...]")
+		}
 		return nil
 	}
 	if g.Pods && s.Controllers.On["endpointSlice"] == nil {
 		d.addAt(g.Src.At("pods"), "generated Pods need controllers: {endpointSlice: {}} to write their slices")
 	}
 	sp, valid := g.spec(d)
+	if len(s.nodes) > 0 {
+		// The pools are the generated nodes: node-000, ... in their zones.
+		if g.Nodes != nil && *g.Nodes != len(s.nodes) {
+			d.addAt(g.Src.At("nodes"), "cluster.pools have %d nodes, not %d (leave nodes out)", len(s.nodes), *g.Nodes)
+			valid = false
+		}
+		if g.Zones != 0 {
+			d.addAt(g.Src.At("zones"), "cluster.pools give the zones: leave zones out")
+			valid = false
+		}
+		sp.Nodes = len(s.nodes)
+		sp.NodeZones, sp.NodeLabels = s.nodeZones()
+	}
 	c, err := clustergen.Generate(*sp)
 	if errs, ok := err.(clustergen.Errors); ok {
 		// Every problem at once, but each field's only once: one the file

@@ -167,6 +167,7 @@ func (d *decoder) validate(s *Scenario) {
 		d.validateProxy(v, &s.Proxy)
 	}
 	d.validateControllers(v, &s.Controllers)
+	d.validatePools(s)
 
 	// A generated cluster comes first, then the objects cut out of a large
 	// file (the file's objects list, which the general path then found

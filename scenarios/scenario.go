@@ -54,6 +54,7 @@ type Scenario struct {
 	base     string        // the scenario's own name in folder ("" if parsed from memory)
 	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
 	loadOpts LoadOptions   // how it was read, for WithSettings
+	nodes    []ClusterNode // cluster.pools' nodes, the first the proxy's
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the
@@ -101,6 +102,11 @@ type SyncCost struct {
 	Backend string `yaml:"backend"`
 	// profile is Profile loaded, the part for the scenario's mode.
 	profile *costprofile.ModeProfile `yaml:"-"`
+	// Speed, Jitter and JitterSeed are a pool node's variation (see
+	// sim.CostModel); zero for a scenario's single node.
+	Speed      float64  `yaml:"-"`
+	Jitter     Duration `yaml:"-"`
+	JitterSeed uint64   `yaml:"-"`
 }
 
 // Step is one instant of the timeline: at most one action, and optionally

@@ -125,7 +125,8 @@ func (c *SyncCost) readProfile(d *decoder) (*costprofile.Profile, error) {
 
 // Model is the cost as the world takes it.
 func (c SyncCost) Model() sim.CostModel {
-	m := sim.CostModel{Fixed: c.Fixed.D(), PerService: c.PerService.D(), PerEndpoint: c.PerEndpoint.D()}
+	m := sim.CostModel{Fixed: c.Fixed.D(), PerService: c.PerService.D(), PerEndpoint: c.PerEndpoint.D(),
+		Speed: c.Speed, Jitter: c.Jitter.D(), JitterSeed: c.JitterSeed}
 	if c.profile != nil {
 		m.Work = c.profile
 	}

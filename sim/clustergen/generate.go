@@ -2,6 +2,7 @@ package clustergen
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -122,6 +123,12 @@ func plan(spec Spec) (*planned, error) {
 	}
 	if s.Zones < 0 || s.Zones > 26 {
 		errs.add("zones", "want 0 to 26 zones, got %d", s.Zones)
+	}
+	if len(s.NodeZones) > 0 && len(s.NodeZones) != s.Nodes {
+		errs.add("nodeZones", "want one zone per node (%d), got %d", s.Nodes, len(s.NodeZones))
+	}
+	if len(s.NodeLabels) > 0 && len(s.NodeLabels) != s.Nodes {
+		errs.add("nodeLabels", "want one set of labels per node (%d), got %d", s.Nodes, len(s.NodeLabels))
 	}
 	if s.MaxEndpointsPerSlice == 0 {
 		s.MaxEndpointsPerSlice = 100
@@ -283,8 +290,16 @@ func (p *planned) build() *Cluster {
 	for i := range p.Nodes {
 		nodeNames[i] = fmt.Sprintf(nodeNameFormat, i)
 		labels := map[string]string{v1.LabelHostname: nodeNames[i]}
-		if p.Zones > 0 {
+		if len(p.NodeLabels) > 0 {
+			maps.Copy(labels, p.NodeLabels[i])
+		}
+		switch {
+		case len(p.NodeZones) > 0:
+			zones[i] = p.NodeZones[i]
+		case p.Zones > 0:
 			zones[i] = "zone-" + string(rune('a'+i%p.Zones))
+		}
+		if zones[i] != "" {
 			labels[v1.LabelTopologyZone] = zones[i]
 		}
 		c.Nodes[i] = &v1.Node{

@@ -13,6 +13,7 @@ package clustergen
 
 import (
 	"cmp"
+	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -60,6 +61,11 @@ type Spec struct {
 	// Zones, if set, puts node i in zone i mod Zones: zone-a, zone-b, ...
 	// (at most 26), and each endpoint carries its node's zone.
 	Zones int
+	// NodeZones, if set, is each node's zone (one per node, "" for none),
+	// instead of Zones: a cluster of node pools, each in its zone.
+	// NodeLabels, if set, are more labels of each node (one map per node).
+	NodeZones  []string
+	NodeLabels []map[string]string
 	// ServiceCIDR holds the cluster IPs (default 10.96.0.0/12), PodCIDR the
 	// endpoints' addresses (default 10.128.0.0/9), NodeCIDR the Nodes'
 	// InternalIPs (default 192.168.0.0/16), LoadBalancerCIDR the
@@ -121,3 +127,6 @@ const (
 	serviceNameFormat = "svc-%05d"
 	nodeNameFormat    = "node-%03d"
 )
+
+// NodeName is the name of generated node i: node-000, node-001, ...
+func NodeName(i int) string { return fmt.Sprintf(nodeNameFormat, i) }
