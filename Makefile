@@ -11,7 +11,7 @@ all: vet test
 
 ## test: every unit test, and every bundled scenario as a ginkgo spec
 test:
-	$(GO) test $(PKGS)
+	$(GO) test -timeout 30m $(PKGS)
 
 ## race: the same under the race detector
 race:
