@@ -11,7 +11,7 @@ all: vet test
 
 ## test: every unit test, and every bundled scenario as a ginkgo spec
 test:
-	$(GO) test $(PKGS)
+	$(GO) test -timeout 30m $(PKGS)
 
 ## race: the same under the race detector
 race:
@@ -33,10 +33,11 @@ demo:
 junit:
 	$(GO) test ./e2e -ginkgo.junit-report=$(CURDIR)/junit-e2e.xml
 
-## fuzz: short runs of the loader's and the replay's fuzzers
+## fuzz: short runs of the loader's, the replay's and the kube-proxy configuration reader's fuzzers
 fuzz:
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzReplay$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./scenarios -run '^$$' -fuzz '^FuzzKubeProxyConfig$$' -fuzztime $(FUZZTIME)
 
 ## fuzz-fast: the fast manifest reader against yaml.v3, and the cut-out
 ## inline objects against the general path (their findings stay in
@@ -167,3 +168,20 @@ ci-recipe:
 .PHONY: docs
 docs:
 	$(GO) test ./cmd/proxysim -run '^TestCLIReferenceIsCurrent$$' -count=1 -update-docs
+
+.PHONY: realcp
+## realcp: kube-proxy v1.36.3's binary (built from e2e/realcp, or KUBE_PROXY=path/to/your/kube-proxy) on a
+## real etcd + kube-apiserver started in process, in a throwaway network namespace of this host's kernel
+## (iptables through both backends, nftables); library scenarios replayed in real time and compared with
+## proxysim's prediction, sync by sync (root; installs the tools; fails, never skips, when it cannot run)
+realcp:
+	@[ "$$(id -u)" = 0 ] || { echo "make realcp needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v . -args $(if $(REALCP_SCENARIO),-realcp-scenario $(REALCP_SCENARIO)) $(if $(REALCP_MAX_LENGTH),-realcp-max-length $(REALCP_MAX_LENGTH))
+
+.PHONY: calibrate
+## calibrate: measure a cost profile on this machine (root; ≤ 10 min here): profile.json and profile.svg.
+## CI: make calibrate CALIBRATE_ARGS='--quick --max-self-error 0.35' (66 s here; fails when the profile misses its own points)
+calibrate:
+	bash netns/hostdeps.sh
+	CGO_ENABLED=0 $(GO) run ./cmd/proxysim calibrate $(CALIBRATE_ARGS)

@@ -2,10 +2,10 @@
 // object builders for tests and benchmarks, and a kernel-faithful IPVS with
 // a connection table on an injected clock, sysctls, a dummy device, ipsets
 // and iptables, implementing the sim/ipvs and sim/iptables interfaces; and
-// counters of what reaches the iptables, nftables and IPVS fakes, which tests
-// hold each sync's reported work to (sim.SyncWork). They test the engine in
-// sim/ and are the IPVS mode's fake dataplane (scenarios/ipvsmode); sim must
-// never need them.
+// counters of what reaches the iptables, nftables and IPVS fakes, which
+// tests hold each sync's reported work to (sim.SyncWork). They test the
+// engine in sim/ and are the IPVS mode's fake dataplane
+// (scenarios/ipvsmode); sim must never need them.
 package fakes
 
 import (

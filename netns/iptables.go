@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	vnetns "github.com/vishvananda/netns"
 
@@ -106,6 +107,9 @@ func (i *IPTables) run(stdin string, tool string, args ...string) (string, error
 		}
 		cmd := exec.Command(i.bin, append([]string{tool}, args...)...)
 		cmd.Env = append(os.Environ(), "XTABLES_LOCKFILE="+xtablesLock)
+		// Killed with this thread (this goroutine holds it until the
+		// child is reaped), so a killed proxysim leaves no restore running.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		return cmd.Run()

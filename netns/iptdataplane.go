@@ -17,6 +17,7 @@ type IPTablesDataplane struct {
 	*IPTablesNode
 	kernel, version string
 	measurements
+	syncTimes
 }
 
 var _ iptables.Dataplane = (*IPTablesDataplane)(nil)
@@ -46,15 +47,24 @@ func (d *IPTablesDataplane) Name() string {
 	return fmt.Sprintf("netns, kernel %s, %s", d.kernel, d.version)
 }
 
-func (d *IPTablesDataplane) Restore(payload string) error { return d.IPTables.Restore(payload) }
-func (d *IPTablesDataplane) Save(table string) (string, error) {
-	return d.IPTables.Save(table)
+// The proxier's calls are timed (SyncKernelTimes): each restore ends a
+// sync.
+func (d *IPTablesDataplane) Restore(payload string) (err error) {
+	d.time(false, func() { err = d.IPTables.Restore(payload) })
+	d.endSync()
+	return err
 }
-func (d *IPTablesDataplane) EnsureChain(table, chain string) error {
-	return d.IPTables.EnsureChain(table, chain)
+func (d *IPTablesDataplane) Save(table string) (out string, err error) {
+	d.time(true, func() { out, err = d.IPTables.Save(table) })
+	return out, err
 }
-func (d *IPTablesDataplane) EnsureRule(table, chain, rule string) error {
-	return d.IPTables.EnsureRule(table, chain, rule)
+func (d *IPTablesDataplane) EnsureChain(table, chain string) (err error) {
+	d.time(false, func() { err = d.IPTables.EnsureChain(table, chain) })
+	return err
+}
+func (d *IPTablesDataplane) EnsureRule(table, chain, rule string) (err error) {
+	d.time(false, func() { err = d.IPTables.EnsureRule(table, chain, rule) })
+	return err
 }
 func (d *IPTablesDataplane) ChainExists(table, chain string) (bool, error) {
 	return d.IPTables.ChainExists(table, chain)

@@ -26,6 +26,8 @@ const runDir = "/var/run/netns"
 type Namespace struct {
 	Name   string
 	handle vnetns.NsHandle
+	// anonymous: the name is gone, the handle alone keeps it alive.
+	anonymous bool
 }
 
 // Path is the namespace's file, for APIs that take one.
@@ -107,10 +109,31 @@ func onFreshThread(f func() error) error {
 	return <-errc
 }
 
+// CreateAnonymous is Create without a name left behind: the bind mount is
+// removed at once, so the namespace lives only as long as this process
+// holds its handle (and its children run in it). A SIGKILL then takes the
+// namespace and its tables with it: nothing is left for Sweep. Its Path is
+// gone, so IPVS (which opens the path) cannot use it.
+func CreateAnonymous(role string) (*Namespace, error) {
+	n, err := Create(role)
+	if err != nil {
+		return nil, err
+	}
+	if err := vnetns.DeleteNamed(n.Name); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("unname namespace %s: %w", n.Name, err)
+	}
+	n.anonymous = true
+	return n, nil
+}
+
 // Close deletes the namespace; links, addresses and IPVS state inside it go
 // with it.
 func (n *Namespace) Close() error {
 	n.handle.Close()
+	if n.anonymous {
+		return nil
+	}
 	return vnetns.DeleteNamed(n.Name)
 }
 

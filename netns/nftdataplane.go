@@ -24,6 +24,30 @@ type NFTablesDataplane struct {
 	*NFTables
 	kernel, version string
 	measurements
+	syncTimes
+}
+
+// The proxier's transactions and listings are timed (SyncKernelTimes): the
+// transaction after a whole-table listing ends a sync.
+
+func (d *NFTablesDataplane) Run(ctx context.Context, tx *knftables.Transaction) (err error) {
+	d.time(false, func() { err = d.NFTables.Run(ctx, tx) })
+	if d.listed {
+		d.listed = false
+		d.endSync()
+	}
+	return err
+}
+
+func (d *NFTablesDataplane) ListAll(ctx context.Context) (out map[string][]string, err error) {
+	d.time(true, func() { out, err = d.NFTables.ListAll(ctx) })
+	d.listed = true
+	return out, err
+}
+
+func (d *NFTablesDataplane) ListElements(ctx context.Context, objectType, name string) (out []*knftables.Element, err error) {
+	d.time(true, func() { out, err = d.NFTables.ListElements(ctx, objectType, name) })
+	return out, err
 }
 
 // OpenNFTablesDataplane creates a node (see NewProxyNode) with the given node

@@ -123,6 +123,121 @@ func TestInvalidKubeProxyConfigurations(t *testing.T) {
 	}
 }
 
+// A configuration that fails strict decoding only for an unknown or a
+// duplicated field is read as kube-proxy reads it, leniently: it loads,
+// with a warning at the field's file, line and column (and the known field
+// it likely misspells); --strict refuses it there. Each file under
+// testdata/byoc/lenient says so, as "# warn: FILE:LINE:COL: FIELD: TEXT"
+// lines (the first is what --strict refuses) and the settings kube-proxy
+// runs with are checked below.
+func TestLenientKubeProxyConfigurations(t *testing.T) {
+	// What each file runs with: the value of a misspelled field is
+	// dropped; a YAML file's duplicate keeps the last value whole, a JSON
+	// file's merges its objects.
+	settings := map[string]func(t *testing.T, s *scenarios.Scenario){
+		"03-kubeadm-misspelled-scheduler.yaml": func(t *testing.T, s *scenarios.Scenario) {
+			set, _ := ipvsmode.SettingsOf(s)
+			if s.Proxy.Mode != "ipvs" || set.Scheduler != "rr" || !set.StrictARP {
+				t.Errorf("mode %s, scheduler %q, strictARP %v; want ipvs, rr (the misspelled wrr dropped), true", s.Proxy.Mode, set.Scheduler, set.StrictARP)
+			}
+		},
+		"04-mode-given-twice.yaml": func(t *testing.T, s *scenarios.Scenario) {
+			set, _ := ipvsmode.SettingsOf(s)
+			if s.Proxy.Mode != "ipvs" || set.Scheduler != "rr" || !set.StrictARP {
+				t.Errorf("mode %s, scheduler %q, strictARP %v; want ipvs, rr (the first ipvs section dropped), true", s.Proxy.Mode, set.Scheduler, set.StrictARP)
+			}
+		},
+		"05-json-section-twice.yaml": func(t *testing.T, s *scenarios.Scenario) {
+			set, _ := ipvsmode.SettingsOf(s)
+			if s.Proxy.Mode != "ipvs" || set.Scheduler != "wrr" || !set.StrictARP || s.Proxy.SyncPeriod.D() != 30*time.Second {
+				t.Errorf("mode %s, scheduler %q, strictARP %v, syncPeriod %v; want ipvs, wrr and true (merged), 30s", s.Proxy.Mode, set.Scheduler, set.StrictARP, s.Proxy.SyncPeriod)
+			}
+		},
+	}
+	files, _ := filepath.Glob("testdata/byoc/lenient/*.yaml")
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, ".conf.yaml") {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			text, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var warns []string
+			for _, line := range strings.Split(string(text), "\n") {
+				if w, ok := strings.CutPrefix(line, "# warn: "); ok {
+					warns = append(warns, filepath.Join(filepath.Dir(f), w))
+				}
+			}
+			if len(warns) == 0 {
+				t.Fatalf("want '# warn: FILE:L:C: FIELD: TEXT' lines")
+			}
+			s, err := scenarios.Load(f)
+			if err != nil {
+				t.Fatalf("kube-proxy runs with it, proxysim refuses it:\n%v", err)
+			}
+			for _, w := range warns {
+				found := false
+				for _, got := range s.Warnings {
+					found = found || strings.HasPrefix(got.Error(), w)
+				}
+				if !found {
+					t.Errorf("no warning\n  %s\nin\n  %v", w, s.Warnings)
+				}
+			}
+			if check := settings[filepath.Base(f)]; check != nil {
+				check(t, s)
+			}
+			// The same file refused by --strict, at the first field.
+			_, err = scenarios.LoadWith(f, scenarios.LoadOptions{Strict: true})
+			var ps scenarios.Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("--strict: got %v, want problems", err)
+			}
+			loc, rest, _ := strings.Cut(warns[0], " ")
+			field, _, _ := strings.Cut(rest, ": ")
+			if got := ps[0].Error(); !strings.HasPrefix(got, loc+" "+field+": ") || !strings.Contains(got, "refused by --strict") {
+				t.Fatalf("--strict, first problem:\n got  %s\n want %s %s: ... refused by --strict ...", got, loc, field)
+			}
+		})
+	}
+	if n < 5 {
+		t.Fatalf("%d lenient configurations; want at least 5", n)
+	}
+}
+
+// A configuration refused after it decoded (by --strict, or for a value
+// kube-proxy refuses) still gives the scenario its mode: the scenario's
+// keys of that mode are not reported as unknown besides the file's problem.
+func TestRefusedConfigKeepsItsMode(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"typo.yaml": minimalConfig + "mode: iptables\niptables: {minSyncPerod: 2s}\n",
+		"bad.yaml":  minimalConfig + "mode: iptables\niptables: {masqueradeBit: 32}\n",
+		"s.yaml":    "name: s\nproxy: {version: v1.34.0, config: typo.yaml, clusterCIDR: 10.0.0.0/8}\ntimeline: [{at: 1s, note: x}]\n",
+		"t.yaml":    "name: t\nproxy: {version: v1.34.0, config: bad.yaml, clusterCIDR: 10.0.0.0/8}\ntimeline: [{at: 1s, note: x}]\n",
+	})
+	for file, want := range map[string]string{
+		"s.yaml": "typo.yaml:4:12: iptables.minSyncPerod: unknown field \"minSyncPerod\"",
+		"t.yaml": "bad.yaml:4:27: iptables.masqueradeBit: must be within [0, 31], got 32",
+	} {
+		_, err := scenarios.LoadWith(filepath.Join(dir, file), scenarios.LoadOptions{Strict: true})
+		var ps scenarios.Problems
+		if !errors.As(err, &ps) || len(ps) != 1 || !strings.HasPrefix(ps[0].Error(), filepath.Join(dir, want)) {
+			t.Errorf("%s: got %v, want only %s", file, err, want)
+		}
+	}
+	// Without --strict the misspelled field is a warning, and the
+	// iptables mode runs with its default minSyncPeriod.
+	s, err := scenarios.Load(filepath.Join(dir, "s.yaml"))
+	if err != nil || s.Proxy.Mode != "iptables" || s.Proxy.MinSyncPeriod.D() != time.Second || len(s.Warnings) != 1 ||
+		!strings.HasSuffix(s.Warnings[0].Msg, `did you mean "minSyncPeriod"?`) {
+		t.Fatalf("%v: %+v", err, s)
+	}
+}
+
 // writeFiles writes files into a fresh folder and returns it.
 func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()

@@ -28,7 +28,7 @@ type ImportOptions struct {
 	Config  string // a kube-proxy configuration file or ConfigMap
 	Node    string // the node whose kube-proxy to replay
 	Output  string // the scenario to write
-	Strict  bool   // refuse the dump's objects of kinds not modelled
+	Strict  bool   // refuse the dump's objects of kinds not modelled, and the configuration's unknown or duplicated fields
 }
 
 // Imported is what Import wrote and found.
@@ -74,7 +74,7 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 	// A first reading of the inputs, through the loader (the same checks
 	// and messages as a scenario's): the configuration's mode, the objects,
 	// the node.
-	mode, err := configMode(o.Output, osFolder(outDir), config)
+	mode, err := configMode(o.Output, osFolder(outDir), config, o.Strict)
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +119,10 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 }
 
 // configMode reads a kube-proxy configuration file's mode (defaulted), with
-// the loader's checks and messages.
-func configMode(file string, dir folder, rel string) (string, error) {
-	d := &decoder{file: file}
+// the loader's checks and messages (strict refuses what kube-proxy reads
+// only leniently).
+func configMode(file string, dir folder, rel string, strict bool) (string, error) {
+	d := &decoder{file: file, strict: strict}
 	ref := &yaml.Node{Kind: yaml.ScalarNode, Value: rel, Line: 1, Column: 1}
 	c := readKubeProxyConfig(d, &Scenario{File: file, folder: dir}, nil, ref)
 	if len(d.problems) > 0 || c == nil {

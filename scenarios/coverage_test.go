@@ -28,7 +28,7 @@ var scenarioFeatures = []string{
 	"ingressLatency.exact", "ingressLatency.max", "ingressLatency.samples", "ingressMetrics",
 	"ingressLatency.pod", "ingressLatency.pods", "ingressLatency.p50", "ingressLatency.p99",
 	// the runner's vocabulary
-	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step",
+	"burstRuns", "run", "retryAfter", "stop", "fault.syncs", "syncCost.list", "syncCost.step", "syncCost.profile",
 	"nextRun.at", "nextRun.reason", "nextRun.none",
 	// the operator's vocabulary (IPVS mode)
 	"proxy.sysctls", "sysctls.step", "ipvs.weight", "ipvs.delete", "ipvs.flush", "send", "reset",
@@ -38,6 +38,8 @@ var scenarioFeatures = []string{
 	"iptablesFlush",
 	// proxy.config: a kube-proxy configuration file
 	"config",
+	// a generated cluster (sim/clustergen)
+	"cluster.generate",
 	// kube-proxy's metrics (sim/kpmetrics)
 	"metrics.value", "metrics.atLeast", "metrics.atMost", "metrics.count", "metrics.sum", "metrics.quantile", "metrics.labels",
 }
@@ -85,6 +87,9 @@ func featuresOf(s *Scenario) map[string]bool {
 		if get(proxy, k) != nil {
 			used[k] = true
 		}
+	}
+	if get(get(root, "cluster"), "generate") != nil {
+		used["cluster.generate"] = true
 	}
 	for _, k := range keys(get(root, "controllers")) {
 		used["controllers."+k] = true

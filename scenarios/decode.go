@@ -113,6 +113,13 @@ type decoder struct {
 	dump bool
 	// kpc is proxy.config, read before decoding (it may name the mode).
 	kpc *KubeProxyConfig
+	// kpcMode is proxy.config's mode when the file decoded but was refused
+	// (--strict, or a value kube-proxy refuses): the scenario's keys are
+	// still that mode's, so that the file's problem is not followed by
+	// others it caused.
+	kpcMode Mode
+	// folder is the scenario's folder, where files it names are read.
+	folder folder
 }
 
 // maxNodes bounds the work one document may cause, aliases included (a

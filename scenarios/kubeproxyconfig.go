@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,45 +167,98 @@ func readKubeProxyConfig(d *decoder, s *Scenario, proxy, ref *yaml.Node) *KubePr
 		d.problems = append(d.problems, Problem{File: c.File, Line: line, Column: col, Path: field, Msg: fmt.Sprintf(format, args...)})
 		return nil
 	}
-	root, p := findKubeProxyConfiguration(data)
+	root, text, p := findKubeProxyConfiguration(data)
 	if p != nil {
 		p.File = c.File
 		d.problems = append(d.problems, *p)
 		return nil
 	}
 	c.root = root
-	if gv := valueOf(root, "apiVersion"); gv != kpv1alpha1.SchemeGroupVersion.String() {
+	// kube-proxy's reading: strict, then lenient if only strictness failed
+	// (see kubeproxyconfig_lenient.go).
+	asJSON := configIsJSON(text)
+	var lenient []lenientField
+	for _, dup := range duplicateFields(root, "") {
+		lenient = append(lenient, duplicateLenient(dup, asJSON))
+	}
+	if !asJSON {
+		keepLastDuplicates(root)
+	}
+	if gv := lastValueOf(root, "apiVersion"); gv != kpv1alpha1.SchemeGroupVersion.String() {
 		return fail(valueAt(root, "apiVersion"), "apiVersion", "want %s, got %q", kpv1alpha1.SchemeGroupVersion, gv)
 	}
-	var buf bytes.Buffer
-	count := 0
-	if err := nodeJSON(&buf, root, &count); err != nil {
-		if errors.Is(err, errTooManyNodes) {
-			return fail(root, "(configuration)", "configuration too large: more than %d nodes after alias expansion", maxJSONNodes)
+	var doc []byte
+	if asJSON {
+		// The text itself, as kube-proxy decodes it: a duplicated field's
+		// values are decoded in turn, as encoding/json does.
+		doc = text
+	} else {
+		var buf bytes.Buffer
+		count := 0
+		if err := nodeJSON(&buf, root, &count); err != nil {
+			if errors.Is(err, errTooManyNodes) {
+				return fail(root, "(configuration)", "configuration too large: more than %d nodes after alias expansion", maxJSONNodes)
+			}
+			return fail(root, "(configuration)", "%v", err)
 		}
-		return fail(root, "(configuration)", "%v", err)
+		doc = buf.Bytes()
 	}
-	strictErrs, err := sigsjson.UnmarshalStrict(buf.Bytes(), &c.Config)
+	// The strict errors do not change what is decoded: c.Config is what
+	// the lenient reading gives.
+	strictErrs, err := sigsjson.UnmarshalStrict(doc, &c.Config)
+	if err != nil {
+		if ok, off := sigsjson.SyntaxErrorOffset(err); ok {
+			at := root
+			if len(text) == len(data) { // the file itself: the exact place
+				at = positionOf(data, off-1) // the offset is past the bad byte
+			}
+			return fail(at, "(configuration)", "kube-proxy reads a configuration that starts with \"{\" as JSON: %v", err)
+		}
+		field := fieldOfDecodeError(root, err)
+		return fail(valueAt(root, field), field, "%s", decodeMessage(err))
+	}
+	unknown := map[string]bool{}
 	for _, e := range strictErrs {
-		if m := unknownFieldRE.FindStringSubmatch(e.Error()); m != nil {
-			fail(findPath(root, m[1]), m[1], "unknown field %q in KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1)", lastSegment(m[1]))
-		} else {
+		switch m := unknownFieldRE.FindStringSubmatch(e.Error()); {
+		case m != nil && !unknown[m[1]]:
+			unknown[m[1]] = true
+			lenient = append(lenient, unknownLenient(root, m[1]))
+		case m != nil:
+		case strings.Contains(e.Error(), "duplicate field"):
+			// A JSON file's duplicates, listed above with both places.
+		default:
 			fail(root, "", "%v", e)
 		}
 	}
-	if err != nil {
-		field := fieldOfDecodeError(root, err)
-		fail(valueAt(root, field), field, "%s", decodeMessage(err))
+	slices.SortStableFunc(lenient, func(a, b lenientField) int {
+		return cmp.Or(cmp.Compare(a.at.Line, b.at.Line), cmp.Compare(a.at.Column, b.at.Column))
+	})
+	for _, l := range lenient {
+		p := Problem{File: c.File, Line: l.at.Line, Column: l.at.Column, Path: l.path, Msg: l.lenient}
+		if d.strict {
+			p.Msg = l.strict
+			d.problems = append(d.problems, p)
+		} else {
+			d.skipped = append(d.skipped, p)
+		}
 	}
-	if len(strictErrs) > 0 || err != nil {
+	refusedMode := func() *KubeProxyConfig {
+		mode := string(c.Config.Mode)
+		if mode == "" {
+			mode = "iptables" // kube-proxy's default on Linux
+		}
+		d.kpcMode, _ = LookupMode(mode)
 		return nil
+	}
+	if d.strict && len(lenient) > 0 {
+		return refusedMode()
 	}
 	before := len(d.problems)
 	c.validateGiven()
 	defaultKubeProxyConfig(&c.Config)
 	c.validate()
 	if len(d.problems) > before {
-		return nil
+		return refusedMode()
 	}
 	c.values, c.changed = changedSettings(&c.Config)
 	return c
@@ -213,8 +267,8 @@ func readKubeProxyConfig(d *decoder, s *Scenario, proxy, ref *yaml.Node) *KubePr
 // findKubeProxyConfiguration finds the configuration's mapping in a file:
 // the file itself, one document of several (a kubeadm configuration file),
 // or the value of a kube-proxy ConfigMap's key, placed at its lines in the
-// file.
-func findKubeProxyConfiguration(data []byte) (*yaml.Node, *Problem) {
+// file. text is what kube-proxy would read: the file, or the key's value.
+func findKubeProxyConfiguration(data []byte) (root *yaml.Node, text []byte, p *Problem) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var kinds []string
 	for {
@@ -224,30 +278,50 @@ func findKubeProxyConfiguration(data []byte) (*yaml.Node, *Problem) {
 				break
 			}
 			ps := syntaxProblem("", err).(Problems)
-			return nil, &ps[0]
+			return nil, nil, &ps[0]
 		}
 		if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 			continue
 		}
 		root := doc.Content[0]
-		switch kind := valueOf(root, "kind"); kind {
+		switch kind := lastValueOf(root, "kind"); kind {
 		case "KubeProxyConfiguration":
-			return root, nil
+			return root, data, nil
 		case "ConfigMap":
 			return configMapValue(data, root)
 		default:
 			kinds = append(kinds, strconv.Quote(kind))
 		}
 	}
-	return nil, &Problem{Line: 1, Column: 1, Path: "kind", Msg: fmt.Sprintf("want a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) or the kube-proxy ConfigMap holding one, found kind %s", strings.Join(kinds, ", "))}
+	return nil, nil, &Problem{Line: 1, Column: 1, Path: "kind", Msg: fmt.Sprintf("want a KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) or the kube-proxy ConfigMap holding one, found kind %s", strings.Join(kinds, ", "))}
+}
+
+// positionOf is a byte offset's line and column in text.
+func positionOf(text []byte, off int64) *yaml.Node {
+	off = min(max(off, 0), int64(len(text)))
+	before := text[:off]
+	line := 1 + bytes.Count(before, []byte("\n"))
+	return &yaml.Node{Line: line, Column: 1 + len(before) - (bytes.LastIndexByte(before, '\n') + 1)}
+}
+
+// lastValueOf is the value of a mapping's key given last, as kube-proxy's
+// lenient reading keeps it.
+func lastValueOf(n *yaml.Node, key string) string {
+	v := ""
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v = n.Content[i+1].Value
+		}
+	}
+	return v
 }
 
 // configMapValue parses the configuration held under one of
 // kubeProxyConfigKeys in a ConfigMap's data, with the file's lines and
 // columns.
-func configMapValue(data []byte, cm *yaml.Node) (*yaml.Node, *Problem) {
-	at := func(n *yaml.Node, field, format string, args ...any) (*yaml.Node, *Problem) {
-		return nil, &Problem{Line: n.Line, Column: n.Column, Path: field, Msg: fmt.Sprintf(format, args...)}
+func configMapValue(data []byte, cm *yaml.Node) (*yaml.Node, []byte, *Problem) {
+	at := func(n *yaml.Node, field, format string, args ...any) (*yaml.Node, []byte, *Problem) {
+		return nil, nil, &Problem{Line: n.Line, Column: n.Column, Path: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	dataNode := valueNode(cm, "data")
 	if dataNode == nil || dataNode.Kind != yaml.MappingNode {
@@ -303,7 +377,7 @@ func configMapValue(data []byte, cm *yaml.Node) (*yaml.Node, *Problem) {
 		}
 		walk = append(walk, n.Content...)
 	}
-	return inner.Content[0], nil
+	return inner.Content[0], []byte(val.Value), nil
 }
 
 // fieldOfDecodeError finds the field a decoding error is about: the path

@@ -28,7 +28,10 @@ import (
 type LoadOptions struct {
 	// Strict refuses objects of kinds proxysim does not model in the
 	// manifest files a scenario names (a cluster dump), which are
-	// otherwise skipped, each with a warning.
+	// otherwise skipped, each with a warning; and a kube-proxy
+	// configuration (proxy.config) with unknown or duplicated fields,
+	// which kube-proxy, and otherwise proxysim, reads leniently, with a
+	// warning for each.
 	Strict bool
 }
 
@@ -99,12 +102,15 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool, o Loa
 	}
 	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base, inline: inline, loadOpts: o}
 	d.mode, _ = modeOf(&doc)
+	d.folder = dir
 	if proxy := valueNode(&doc, "proxy"); proxy != nil {
 		if ref := valueNode(proxy, "config"); ref != nil {
 			// The file may name the mode, which decides the keys.
 			d.kpc = readKubeProxyConfig(d, s, proxy, ref)
 			if d.kpc != nil && valueNode(proxy, "mode") == nil {
 				d.mode, _ = LookupMode(string(d.kpc.Config.Mode))
+			} else if d.kpcMode != nil && valueNode(proxy, "mode") == nil {
+				d.mode = d.kpcMode
 			}
 		}
 	}
@@ -161,10 +167,13 @@ func (d *decoder) validate(s *Scenario) {
 		d.validateProxy(v, &s.Proxy)
 	}
 	d.validateControllers(v, &s.Controllers)
+	d.validatePools(s)
 
-	// Objects cut out of a large file come first: they are the file's
-	// objects list, which the general path then found empty.
-	objects := d.decodeInline(s.inline)
+	// A generated cluster comes first, then the objects cut out of a large
+	// file (the file's objects list, which the general path then found
+	// empty), then the objects listed.
+	objects := d.generatedObjects(s)
+	objects = append(objects, d.decodeInline(s.inline)...)
 	for i := range s.Objects {
 		objects = append(objects, d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i))...)
 	}
@@ -256,6 +265,8 @@ func (d *decoder) validateProxy(v *Validator, p *Proxy) {
 	fromFile := d.kpc != nil && !d.kpc.Explicit("mode")
 	if fromFile {
 		p.Mode = string(d.kpc.Config.Mode)
+	} else if d.kpc == nil && d.kpcMode != nil && p.Mode == "" {
+		p.Mode = d.kpcMode.Name()
 	}
 	m, ok := LookupMode(p.Mode)
 	switch {

@@ -55,6 +55,10 @@ type Options struct {
 	// (e2e/upstream's replay of kube-proxy's own code in a synctest
 	// bubble) may subscribe a consumer or watch the trace.
 	World func(w *sim.World) error
+	// KeepNodes keeps every sync record, sample and pod latency of every
+	// node of cluster.pools (Result.Cluster), not only counts; the world's
+	// own node and materialised nodes keep them anyway.
+	KeepNodes bool
 }
 
 // Failure is one expectation that did not hold.
@@ -96,6 +100,8 @@ type Result struct {
 	// expectations read).
 	DataplaneOps int
 	Programming  []sim.ProgrammingSample
+	// Cluster is what every node of cluster.pools did; nil without pools.
+	Cluster *ClusterResult
 }
 
 // Passed reports whether every expectation held.
@@ -145,6 +151,8 @@ type replayer struct {
 	// metrics is kube-proxy's metrics registry (nil for a mode without).
 	metrics    *kpmetrics.Registry
 	metricsErr error
+	// nodeDPs are the dataplanes of cluster.pools' materialised nodes.
+	nodeDPs map[string]Dataplane
 }
 
 type pendingCheck struct {
@@ -210,6 +218,10 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	defer w.Close()
 	r.w = w
+	defer r.closeNodes()
+	if err := r.addNodes(clk); err != nil {
+		return nil, err
+	}
 	// Building the world started the proxier, which may have written to
 	// the dataplane already (its startup sysctls): those events count and
 	// stream like every later one.
@@ -293,6 +305,11 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	r.res.Runs = w.Syncs()
 	r.res.DataplaneOps = len(r.dataplaneAt)
 	r.res.Programming = w.ProgrammingSamples()
+	if len(s.nodes) > 0 {
+		if r.res.Cluster, err = r.clusterResult(); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.File, err)
+		}
+	}
 	if opts.Update {
 		if err := r.writeGoldens(); err != nil {
 			return nil, err

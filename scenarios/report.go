@@ -24,6 +24,9 @@ func Report(w io.Writer, res *Result, verbose bool) {
 	for _, u := range res.Updated {
 		fmt.Fprintf(w, "  updated %s\n", u)
 	}
+	if res.Cluster != nil {
+		reportCluster(w, res.Cluster)
+	}
 	if verbose {
 		for _, e := range res.Trace.Events() {
 			fmt.Fprintln(w, "  "+trace.Line(e))

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/proxysim/proxysim/sim/costprofile"
 )
 
 // Scenario is one parsed scenario file.
@@ -32,6 +34,9 @@ type Scenario struct {
 	// Objects are the cluster's objects before the proxy starts: manifests,
 	// or {file: path} entries naming YAML files relative to the scenario.
 	Objects []yaml.Node `yaml:"objects"`
+	// Cluster is a cluster made at load (cluster.generate), whose objects
+	// come before Objects'.
+	Cluster *Cluster `yaml:"cluster"`
 	// Controllers are the consumers besides the proxy the scenario runs.
 	Controllers Controllers `yaml:"controllers"`
 	Timeline    []Step      `yaml:"timeline"`
@@ -49,6 +54,7 @@ type Scenario struct {
 	base     string        // the scenario's own name in folder ("" if parsed from memory)
 	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
 	loadOpts LoadOptions   // how it was read, for WithSettings
+	nodes    []ClusterNode // cluster.pools' nodes, the first the proxy's
 }
 
 // Proxy is the proxy under test: the fields every mode shares, and the
@@ -89,6 +95,18 @@ type SyncCost struct {
 	PerService  Duration   `yaml:"perService"`
 	PerEndpoint Duration   `yaml:"perEndpoint"`
 	Runs        []Duration `yaml:"-"`
+	// Profile names a cost profile (`default`, or a JSON file relative to
+	// the scenario): each sync then also costs what the profile makes of
+	// its work. Backend picks the iptables mode's part (nft or legacy).
+	Profile string `yaml:"profile"`
+	Backend string `yaml:"backend"`
+	// profile is Profile loaded, the part for the scenario's mode.
+	profile *costprofile.ModeProfile `yaml:"-"`
+	// Speed, Jitter and JitterSeed are a pool node's variation (see
+	// sim.CostModel); zero for a scenario's single node.
+	Speed      float64  `yaml:"-"`
+	Jitter     Duration `yaml:"-"`
+	JitterSeed uint64   `yaml:"-"`
 }
 
 // Step is one instant of the timeline: at most one action, and optionally

@@ -47,6 +47,8 @@ type programming struct {
 	pods    map[string]*podChange // by namespace/name
 	view    map[string]int        // ready endpoints per pod in the slices the proxy heard of
 	watched bool
+	// measured is every latency measured, each sync's by pod name.
+	measured []time.Duration
 }
 
 type podChange struct {
@@ -156,21 +158,35 @@ func (w *World) programmingEnd(n int, err error) {
 		}
 	}
 	p.taken = nil
-	for _, c := range p.pods {
+	var done []string
+	for k, c := range p.pods {
 		if c.carried != n {
 			continue
 		}
 		if err == nil {
 			c.done, c.latency = true, now-c.at
+			done = append(done, k)
 		} else {
 			c.carried = 0
 		}
+	}
+	sort.Strings(done)
+	for _, k := range done {
+		p.measured = append(p.measured, p.pods[k].latency)
 	}
 }
 
 // programmingPod notes a pod write: a change of its readiness as endpoints
 // show it (Ready and not being deleted) starts a new measurement.
 func (w *World) programmingPod(cur, obj runtime.Object, deleted bool) {
+	if w.cluster != nil {
+		w.cluster.podWrite(cur, obj, deleted)
+		for _, n := range w.cluster.nodes {
+			if n.fw != nil {
+				n.fw.programmingPod(cur, obj, deleted)
+			}
+		}
+	}
 	p := &w.prog
 	pod, ok := obj.(*v1.Pod)
 	if !ok {

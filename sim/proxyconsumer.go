@@ -47,6 +47,7 @@ func (w *World) newProxy() (*proxyConsumer, error) {
 	}
 	p.runner = r
 	p.proxier.SetSyncer(r)
+	p.proxier.SetObserver(p)
 	return p, nil
 }
 
@@ -83,10 +84,11 @@ func (p *proxyConsumer) sync() error {
 // cost is the run's virtual duration, asked by the runner right after sync
 // returned: the work is known by then.
 func (p *proxyConsumer) cost() time.Duration {
-	if d, ok := p.w.scheduledCost(); ok {
-		return d
+	d, ok := p.w.scheduledCost()
+	if !ok {
+		d = p.w.cfg.Cost.CostOf(p.work)
 	}
-	return p.w.cfg.Cost.CostOf(p.work)
+	return p.w.cfg.Cost.vary(d, p.w.runnerRuns)
 }
 
 // takeWork records what the sync that just returned did on its sync record
@@ -114,10 +116,9 @@ func (p *proxyConsumer) OnAdd(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
 		p.proxier.OnServiceAdd(o)
-		p.serviceMetrics()
 	case *discovery.EndpointSlice:
 		p.w.programmingSlice(nil, o, false)
-		return p.sliceMetrics(o, p.proxier.OnEndpointSliceAdd(o))
+		return p.proxier.OnEndpointSliceAdd(o)
 	}
 	return nil
 }
@@ -127,10 +128,9 @@ func (p *proxyConsumer) OnUpdate(kind string, old, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
 		p.proxier.OnServiceUpdate(old.(*v1.Service), o)
-		p.serviceMetrics()
 	case *discovery.EndpointSlice:
 		p.w.programmingSlice(old, o, false)
-		return p.sliceMetrics(o, p.proxier.OnEndpointSliceUpdate(old.(*discovery.EndpointSlice), o))
+		return p.proxier.OnEndpointSliceUpdate(old.(*discovery.EndpointSlice), o)
 	}
 	return nil
 }
@@ -140,25 +140,23 @@ func (p *proxyConsumer) OnDelete(kind string, obj runtime.Object) error {
 	switch o := obj.(type) {
 	case *v1.Service:
 		p.proxier.OnServiceDelete(o)
-		p.serviceMetrics()
 	case *discovery.EndpointSlice:
 		p.w.programmingSlice(nil, o, true)
-		return p.sliceMetrics(o, p.proxier.OnEndpointSliceDelete(o))
+		return p.proxier.OnEndpointSliceDelete(o)
 	}
 	return nil
 }
 
-func (p *proxyConsumer) serviceMetrics() {
+// ServiceTracked and SliceTracked are the proxier's Observer: the change
+// metrics, set before the sync the change may start at once.
+func (p *proxyConsumer) ServiceTracked(pending int) {
 	if p.w.cfg.Metrics != nil {
-		p.w.cfg.Metrics.ServiceChange(p.proxier.PendingServices())
+		p.w.cfg.Metrics.ServiceChange(pending)
 	}
 }
 
-func (p *proxyConsumer) sliceMetrics(s *discovery.EndpointSlice, err error) error {
-	if err == nil {
-		p.w.metricsSlice(s, p.proxier.LastSliceChanged())
-	}
-	return err
+func (p *proxyConsumer) SliceTracked(s *discovery.EndpointSlice, changed bool) {
+	p.w.metricsSlice(s, changed)
 }
 
 // OnSynced marks an informer synced. Services come first, so the

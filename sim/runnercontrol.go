@@ -63,6 +63,7 @@ func (w *World) injectedSyncFailure() error {
 // way keeps the cost it had. A Runs list starts again from its first entry
 // with the next run.
 func (w *World) SetCost(c CostModel) {
+	c.Speed, c.Jitter, c.JitterSeed = w.cfg.Cost.Speed, w.cfg.Cost.Jitter, w.cfg.Cost.JitterSeed
 	w.cfg.Cost = c
 	w.costFrom = w.runnerRuns
 	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: fmt.Sprintf("sync cost now %s", c)})

@@ -264,15 +264,16 @@ type IPVSWork struct {
 	RealServerListings, RealServersListed       int
 	AddressListings, AddressesListed            int
 
-	// IPSets and IPTables are the IPVS mode's ipset entries and its
-	// iptables restore, which kube-proxy writes at every sync. Neither is
-	// modelled yet: both stay nil until the mode programs them.
+	// IPSets and IPTables are the IPVS mode's ipset work and its
+	// iptables work (chains and jumps ensured, one restore), which
+	// kube-proxy does at every sync; nil when the proxier writes no ipsets
+	// and rules (the IPVS mode's packetPath off).
 	IPSets   *IPSetWork
 	IPTables *IPTablesWork
 }
 
-// IPSetWork is the IPVS mode's ipset work in one sync: a place kept for it,
-// not filled yet (see IPVSWork.IPSets).
+// IPSetWork is the IPVS mode's ipset work in one sync: every set listed,
+// then the members added and deleted (see IPVSWork.IPSets).
 type IPSetWork struct {
 	// Listings counts set listings and EntriesListed what they returned.
 	Listings, EntriesListed int

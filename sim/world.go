@@ -52,6 +52,34 @@ type CostModel struct {
 	// entry the first run's), the last entry repeating; it replaces the
 	// rest of the model.
 	Runs []time.Duration
+	// Speed is the node's CPU speed factor: each runner run's cost, from
+	// Runs or the model, is divided by it (0 means 1). Jitter, if positive,
+	// adds to runner run n a uniform extra in [0, Jitter) drawn from
+	// JitterSeed and n alone, so that a node's costs are the same in a
+	// cluster and replayed alone. Both describe the node, not the model:
+	// SetCost keeps them.
+	Speed      float64
+	Jitter     time.Duration
+	JitterSeed uint64
+}
+
+// vary applies the node's speed factor and jitter to runner run n's cost.
+func (c CostModel) vary(d time.Duration, n int) time.Duration {
+	if c.Speed > 0 && c.Speed != 1 {
+		d = time.Duration(float64(d) / c.Speed)
+	}
+	if c.Jitter > 0 {
+		d += time.Duration(splitmix(c.JitterSeed^splitmix(uint64(n))) % uint64(c.Jitter))
+	}
+	return d
+}
+
+// splitmix is SplitMix64's finaliser: a well-mixed hash of x.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // Cost evaluates the model's linear part for a proxy of the given size.
@@ -165,7 +193,17 @@ type World struct {
 	costFrom   int // runnerRuns when the cost model last changed
 	// directQueued are direct syncs (SyncNow) waiting for a run to end.
 	directQueued []string
+
+	// cluster is the world's other nodes (see AddNode); listing is set
+	// while the world's proxy takes its informers' initial lists.
+	cluster *cluster
+	listing bool
+	// restarts are the instants of the proxy's restarts.
+	restarts []time.Duration
 }
+
+// Restarts lists the instants the world's proxy restarted.
+func (w *World) Restarts() []time.Duration { return w.restarts }
 
 // subscription is one consumer and its informers.
 type subscription struct {
@@ -324,6 +362,9 @@ func (w *World) Close() {
 	for _, s := range w.subs {
 		w.stopSub(s)
 	}
+	if w.cluster != nil {
+		w.cluster.close()
+	}
 }
 
 func (w *World) stopSub(s *subscription) {
@@ -351,6 +392,13 @@ func (w *World) Start() error {
 		if err := w.startSub(s); err != nil {
 			return err
 		}
+		// The other nodes start right after the world's proxy, before any
+		// controller: each as if it were the world's proxy.
+		if s == w.psub && w.cluster != nil {
+			if err := w.cluster.start(); err != nil {
+				return err
+			}
+		}
 	}
 	if w.cfg.ResyncPeriod > 0 {
 		w.scheduleResync()
@@ -374,7 +422,10 @@ func (w *World) startSub(s *subscription) error {
 	for _, ev := range initial {
 		w.pending = append(w.pending, delivery{sub: s, ev: ev})
 	}
-	if err := w.drain(); err != nil {
+	w.listing = s == w.psub
+	err = w.drain()
+	w.listing = false
+	if err != nil {
 		return err
 	}
 	for _, k := range s.kinds {
@@ -404,6 +455,7 @@ func (w *World) Restart() error {
 		return fmt.Errorf("%s restarted the proxy from a handler", w.handler.name)
 	}
 	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: "proxy restart"})
+	w.restarts = append(w.restarts, w.Now())
 	w.stopSub(w.psub) // a new proxy lists afresh, broken watch or not
 	p, err := w.newProxy()
 	if err != nil {
@@ -739,6 +791,9 @@ func (w *World) deliver(d delivery) {
 	}
 	w.Trace.Add(te)
 	var err error
+	if s == w.psub && w.cluster != nil {
+		defer w.cluster.heard(ev, w.listing)
+	}
 	switch ev.op {
 	case "add":
 		err = s.c.OnAdd(ev.kind.name, asObject(ev.obj))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/costprofile"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/runner"
@@ -124,4 +125,23 @@ func metricsSink(b *testing.B, on bool) sim.MetricsSink {
 		b.Fatal(err)
 	}
 	return r
+}
+
+// BenchmarkVirtualHourProfile is BenchmarkVirtualHour without and with a
+// cost profile (sim/costprofile) evaluated on every sync's work, in one
+// run, so that the two compare on the same machine state. The profile is
+// an IPVS part (calibrate measures no IPVS; its form and size are those of
+// a measured part: power and linear curves over netlink calls) costing
+// microseconds, so that the syncs stay nearly as they were.
+func BenchmarkVirtualHourProfile(b *testing.B) {
+	curve := func(form costprofile.Form, params ...float64) costprofile.Curve {
+		return costprofile.Curve{Form: form, Params: params}
+	}
+	part := &costprofile.ModeProfile{Dataplane: costprofile.IPVS, Kernel: []costprofile.Term{
+		{Kind: costprofile.FullNew, Measure: "netlinkCalls", Curve: curve(costprofile.Power, 1e-5, 1e-8, 1.2)},
+		{Kind: costprofile.FullRestart, Measure: "netlinkCalls", Curve: curve(costprofile.Power, 1e-5, 1e-8, 1.3)},
+		{Kind: costprofile.Partial, Measure: "netlinkCalls", Curve: curve(costprofile.Linear, 1e-5, 1e-8)},
+	}}
+	b.Run("none", func(b *testing.B) { virtualHour(b, false, nil, false) })
+	b.Run("profile", func(b *testing.B) { virtualHour(b, false, part, false) })
 }

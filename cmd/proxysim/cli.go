@@ -109,6 +109,7 @@ or memory budget, 4 an internal error of proxysim.`,
 	var dataplane, release, cpu string
 	var vmTimeout time.Duration
 	var update, verbose bool
+	var kernelProfile string
 	var metricsFile string
 	var metricsAt *time.Duration
 	ld := &loader{warnings: stderr}
@@ -189,6 +190,17 @@ of its budget.`,
 				terminal = func(io.Writer) bool { return false }
 			}
 			prog := newProgress(stderr, terminal, time.Now)
+			var kt *kernelTimes
+			if kernelProfile != "" {
+				if dataplane != "netns" {
+					return fail(exitInvalid, fmt.Errorf("--kernel-times needs --dataplane netns"))
+				}
+				p, err := loadProfileArg(kernelProfile)
+				if err != nil {
+					return fail(exitInvalid, fmt.Errorf("--kernel-times: %w", err))
+				}
+				kt = &kernelTimes{profile: p}
+			}
 			for _, s := range list {
 				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})
 				opts.Progress = func(d time.Duration) {
@@ -222,9 +234,16 @@ of its budget.`,
 				if out.text() {
 					scenarios.Report(stdout, res, verbose)
 				}
+				if kt != nil && lastKernel != nil {
+					kt.report(stdout, s, res, lastKernel.SyncKernelTimes())
+					lastKernel = nil
+				}
 				if !res.Passed() {
 					code = max(code, exitFail)
 				}
+			}
+			if kt != nil {
+				kt.summary(stdout)
 			}
 			if err := out.finish(stdout); err != nil {
 				return err
@@ -236,6 +255,7 @@ of its budget.`,
 		},
 	}
 	out.flags(replay)
+	replay.Flags().StringVar(&kernelProfile, "kernel-times", "", "with --dataplane netns, print each sync's measured kernel time beside what this cost profile (a built-in name or a JSON file) predicts, and the median error")
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
 	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
 	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (each mode's blocks and files: ipvs, iptables, nftables) with what the replay produced")
@@ -243,6 +263,7 @@ of its budget.`,
 	replay.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
 	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
 
+	var printObjects bool
 	validate := &cobra.Command{
 		Use:   "validate FILE|FOLDER|NAME...",
 		Short: "Check scenarios without running them (a folder: the scenarios replay would find in it)",
@@ -257,11 +278,18 @@ of its budget.`,
 				return err
 			}
 			for _, s := range list {
+				if printObjects {
+					if err := writeObjects(stdout, s); err != nil {
+						return fail(exitCannotRun, err)
+					}
+					continue
+				}
 				fmt.Fprintf(stdout, "ok %s (%s): %d objects, %d steps, %v of virtual time\n", s.Name, s.File, len(s.Initial), len(s.Timeline), s.Length())
 			}
 			return nil
 		},
 	}
+	validate.Flags().BoolVar(&printObjects, "objects", false, "print the objects each scenario starts with (generated and listed), one JSON object a line, instead of the summary: a dump objects: [{file: ...}] reads")
 
 	var traceWork bool
 	traceCmd := &cobra.Command{
@@ -342,8 +370,8 @@ of its budget.`,
 	vmCmd.Flags().StringVar(&cpu, "cpu", "max", "QEMU CPU model")
 	vmCmd.Flags().DurationVar(&vmTimeout, "timeout", 10*time.Minute, "bound on the whole VM run")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
-	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps (otherwise skipped with a warning)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld), newMigrate(stdout, stderr))
+	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps, and unknown or duplicated fields in kube-proxy's configuration (otherwise skipped, or read leniently as kube-proxy reads them, with a warning)")
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld), newMigrate(stdout, stderr), newCalibrate(stdout, stderr))
 	return root
 }
 

@@ -66,13 +66,28 @@ var ipvsOnKernel = ipvsmode.OnKernelWithClient(netns.OpenDataplane, func() (ipvs
 })
 
 var nftablesOnKernel = nftablesmode.OnKernel(func(nodeIPs []string) (nftablesmode.Kernel, error) {
-	return netns.OpenNFTablesDataplane(nodeIPs)
+	d, err := netns.OpenNFTablesDataplane(nodeIPs)
+	if err == nil {
+		lastKernel = d
+	}
+	return d, err
 })
 
 func iptablesOnKernel(b netns.IPTablesBackend) scenarios.DataplaneFactory {
 	return iptablesmode.OnKernel(func(nodeIPs []string) (iptablesmode.Kernel, error) {
-		return netns.OpenIPTablesDataplane(b, nodeIPs)
+		d, err := netns.OpenIPTablesDataplane(b, nodeIPs)
+		if err == nil {
+			lastKernel = d
+		}
+		return d, err
 	})
+}
+
+// lastKernel is the kernel dataplane the last replay on --dataplane netns
+// opened (replays run one after another): --kernel-times reads its syncs'
+// kernel times after the replay.
+var lastKernel interface {
+	SyncKernelTimes() []netns.KernelTime
 }
 
 // checkIPTablesBackend refuses a backend name before anything runs.

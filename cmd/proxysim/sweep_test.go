@@ -68,7 +68,7 @@ func TestSweepWritesTheSameTableAndPlotsEveryRun(t *testing.T) {
 		if code != exitPass || errs != "" {
 			t.Fatalf("%s: code %d\n%s", f, code, errs)
 		}
-		if f == "csv" && !strings.HasPrefix(out, "point,proxy.minSyncPeriod,proxy.version,syncs,dataplaneOps,samples,p50,p99,max,failed,first failure\n0,0s,v1.33.0,21,") {
+		if f == "csv" && !strings.HasPrefix(out, "point,proxy.minSyncPeriod,proxy.version,syncs,dataplaneOps,samples,p50,p99,max,sync p50,sync p99,sync max,sync cpu-s/h,full,partial,failed,first failure\n0,0s,v1.33.0,21,") {
 			t.Errorf("csv:\n%s", out)
 		}
 		if f == "json" && !strings.Contains(out, `"format": "proxysim-sweep/v1"`) {

@@ -86,7 +86,14 @@ type Settings struct {
 	// detector; without it no off-cluster masquerade rule is written.
 	ClusterCIDR   string `yaml:"clusterCIDR"`
 	MasqueradeAll bool   `yaml:"masqueradeAll"`
-	Src           scenarios.Src
+	// ServiceCIDRs are the ranges of the cluster's ServiceCIDR objects
+	// (networking.k8s.io/v1; kube-apiserver makes the default one from
+	// --service-cluster-ip-range) that kube-proxy watches: with them,
+	// traffic to an unallocated ClusterIP is dropped (kubernetes
+	// pkg/proxy/nftables/proxier.go, OnServiceCIDRsChanged and the
+	// cluster-ips-check chain).
+	ServiceCIDRs []string `yaml:"serviceCIDRs"`
+	Src          scenarios.Src
 
 	nodeIPs []net.IP
 }
@@ -116,11 +123,17 @@ func (p *Settings) Validate(v *scenarios.Validator) {
 			v.Errorf(p.Src.At("clusterCIDR"), "%q is not a CIDR", p.ClusterCIDR)
 		}
 	}
+	for i, c := range p.ServiceCIDRs {
+		if ip, _, err := net.ParseCIDR(c); err != nil || ip.To4() == nil {
+			at := p.Src.At("serviceCIDRs")
+			v.Errorf(scenarios.Pos{Line: at.Line, Column: at.Column, Path: fmt.Sprintf("%s[%d]", at.Path, i)}, "%q is not an IPv4 CIDR", c)
+		}
+	}
 }
 
 // Config is the proxier configuration the settings describe.
 func (p *Settings) Config() nftables.Config {
-	c := nftables.Config{ClusterCIDR: p.ClusterCIDR, MasqueradeAll: p.MasqueradeAll}
+	c := nftables.Config{ClusterCIDR: p.ClusterCIDR, MasqueradeAll: p.MasqueradeAll, ServiceCIDRs: p.ServiceCIDRs}
 	if p.NodePortAddresses == "primary" && len(p.nodeIPs) > 0 {
 		// kube-proxy resolves primary to its nodeIP alone, one per family
 		// (pkg/proxy/util NewNodePortAddresses), not every node address.

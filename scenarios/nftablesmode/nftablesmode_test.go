@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/controllers"  // the library's controller twins
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // for the side-by-side churn
@@ -161,6 +163,7 @@ func TestNFTablesModeLoadsAndChecksItsKeys(t *testing.T) {
 		{"proxy: {mode: nftables, version: v1.36.0, nodeIPs: [x]}\ntimeline: [{at: 0s, note: n}]\n", `"x" is not an IPv4 address`},
 		{"proxy: {mode: nftables, version: v1.36.0, nodePortAddresses: primary}\ntimeline: [{at: 0s, note: n}]\n", "primary needs nodeIPs"},
 		{"proxy: {mode: nftables, version: v1.36.0, nodePortAddresses: all}\ntimeline: [{at: 0s, note: n}]\n", "want primary"},
+		{"proxy: {mode: nftables, version: v1.36.0, serviceCIDRs: [10.96.0.0/12, fd00::/108]}\ntimeline: [{at: 0s, note: n}]\n", `serviceCIDRs[1]: "fd00::/108" is not an IPv4 CIDR`},
 		{step("fault: {transactionFailures: 0}"), "want at least 1 failing transaction"},
 		{step("expect: {nftablesMetrics: {}}"), "say which metric"},
 		{step("expect: {nftablesMetrics: {syncFailures: -1}}"), "must not be negative"},
@@ -175,6 +178,57 @@ func TestNFTablesModeLoadsAndChecksItsKeys(t *testing.T) {
 		err := parse("name: x\n" + c.text)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want an error containing %q", c.text, err, c.want)
+		}
+	}
+}
+
+// serviceCIDRs gives cluster-ips-check its drop of unallocated ClusterIPs,
+// as kube-proxy writes it once it has seen the cluster's ServiceCIDRs;
+// without them there is no such rule.
+func TestServiceCIDRsDropUnallocatedClusterIPs(t *testing.T) {
+	for _, c := range []struct {
+		cidrs string
+		want  bool
+	}{{"", false}, {"serviceCIDRs: [10.96.0.0/12, 10.100.0.0/16], ", true}} {
+		s, err := scenarios.Parse("x.yaml", []byte("name: x\nproxy: {mode: nftables, version: v1.36.0, "+c.cidrs+"minSyncPeriod: 1s}\ntimeline: [{at: 1s, note: n}]\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode, _ := scenarios.LookupMode("nftables")
+		var dp scenarios.Dataplane
+		_, err = scenarios.Replay(s, scenarios.Options{Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+			d, err := mode.Fake(s, clk)
+			dp = d
+			return d, err
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dump, err := dp.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule := `add rule ip kube-proxy cluster-ips-check ip daddr { 10.96.0.0/12,10.100.0.0/16 } drop comment "Drop traffic to unallocated ClusterIPs"`
+		if got := strings.Contains(dump, rule); got != c.want {
+			t.Errorf("%q: the drop rule is there: %v, want %v\n%s", c.cidrs, got, c.want, dump)
+		}
+	}
+}
+
+// A slice write whose sync starts at once (cooldown over) is checked out
+// by that sync: kube-proxy's tracker counts it pending before its handler
+// asks for the sync, and the sync resets the gauge. nftables-clusterip-
+// spread ends with every write synced, so nothing is pending at its end
+// (the real kube-proxy reports 0 there: e2e/realcp).
+func TestImmediateSyncLeavesNoPendingChange(t *testing.T) {
+	res := replay(t, filepath.Join(library, "nftables-clusterip-spread.yaml"))
+	for _, want := range []string{
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending 0\n",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total 5\n",
+		"kubeproxy_sync_proxy_rules_service_changes_pending 0\n",
+	} {
+		if !strings.Contains(string(res.Metrics), want) {
+			t.Errorf("want %q in\n%s", want, res.Metrics)
 		}
 	}
 }

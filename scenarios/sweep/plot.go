@@ -11,7 +11,7 @@ import (
 )
 
 // Metrics are the columns a plot can put on its y axis.
-var Metrics = []string{"syncs", "dataplaneOps", "samples", "p50", "p99", "max", "failed"}
+var Metrics = []string{"syncs", "dataplaneOps", "samples", "p50", "p99", "max", "syncP50", "syncP99", "syncMax", "syncCPU", "fullSyncs", "partialSyncs", "failed"}
 
 // metricValue is a result's value of a metric, durations in seconds.
 func metricValue(res Result, metric string) float64 {
@@ -28,13 +28,31 @@ func metricValue(res Result, metric string) float64 {
 		return time.Duration(res.P99).Seconds()
 	case "max":
 		return time.Duration(res.Max).Seconds()
+	case "syncP50":
+		return time.Duration(res.SyncP50).Seconds()
+	case "syncP99":
+		return time.Duration(res.SyncP99).Seconds()
+	case "syncMax":
+		return time.Duration(res.SyncMax).Seconds()
+	case "syncCPU":
+		return res.SyncCPUPerHour
+	case "fullSyncs":
+		return float64(res.FullSyncs)
+	case "partialSyncs":
+		return float64(res.PartialSyncs)
 	case "failed":
 		return float64(res.Failed)
 	}
 	return 0
 }
 
-func isDuration(metric string) bool { return metric == "p50" || metric == "p99" || metric == "max" }
+func isDuration(metric string) bool {
+	switch metric {
+	case "p50", "p99", "max", "syncP50", "syncP99", "syncMax":
+		return true
+	}
+	return false
+}
 
 // CheckMetric refuses a metric a plot cannot draw.
 func CheckMetric(metric string) error {
@@ -88,7 +106,7 @@ func (r *Report) series(metric string) []series {
 		}
 	}
 	for _, res := range r.Results {
-		if res.Error != "" || isDuration(metric) && res.Samples == 0 {
+		if res.Error != "" || (metric == "p50" || metric == "p99" || metric == "max") && res.Samples == 0 {
 			continue
 		}
 		out[res.Point%nseries].y[res.Point/nseries] = metricValue(res, metric)
@@ -205,6 +223,12 @@ func metricTitle(metric string) string {
 	switch metric {
 	case "p50", "p99", "max":
 		return "network programming latency " + metric
+	case "syncP50", "syncP99", "syncMax":
+		return "sync duration " + metric[4:]
+	case "syncCPU":
+		return "seconds of syncing per virtual hour"
+	case "fullSyncs", "partialSyncs":
+		return metric[:len(metric)-5] + " syncs"
 	case "dataplaneOps":
 		return "dataplane operations"
 	case "samples":

@@ -14,6 +14,7 @@ package sweep
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -178,9 +179,19 @@ type Result struct {
 	P50          Duration `json:"p50"`
 	P99          Duration `json:"p99"`
 	Max          Duration `json:"max"`
-	Failed       int      `json:"failed"`
-	FirstFailure string   `json:"firstFailure,omitempty"`
-	Error        string   `json:"error,omitempty"`
+	// SyncP50, SyncP99 and SyncMax are the runner runs' durations (what
+	// syncCost made of them); SyncCPUPerHour is their sum per virtual hour
+	// of the replay, in seconds; FullSyncs and PartialSyncs count the syncs
+	// whose backend reported work, by kind.
+	SyncP50        Duration `json:"syncP50"`
+	SyncP99        Duration `json:"syncP99"`
+	SyncMax        Duration `json:"syncMax"`
+	SyncCPUPerHour float64  `json:"syncCPUSecondsPerHour"`
+	FullSyncs      int      `json:"fullSyncs"`
+	PartialSyncs   int      `json:"partialSyncs"`
+	Failed         int      `json:"failed"`
+	FirstFailure   string   `json:"firstFailure,omitempty"`
+	Error          string   `json:"error,omitempty"`
 }
 
 // RunOptions tune Run.
@@ -264,11 +275,44 @@ func (sw *Sweep) runPoint(p Point, opts scenarios.Options) Result {
 	// is precision enough to compare, and reads better than 5.333333333s.
 	out.P50, out.P99 = Duration(sum.P50.Round(time.Millisecond)), Duration(sum.P99.Round(time.Millisecond))
 	out.Max = Duration(sum.Max)
+	syncDurations(&out, res, s.Length())
 	out.Failed = len(sum.Failures)
 	if len(sum.Failures) > 0 {
 		out.FirstFailure = sum.Failures[0]
 	}
 	return out
+}
+
+// syncDurations fills the sync columns from the replay's runs: the
+// durations of the runs that ended (nearest-rank quantiles), their sum per
+// virtual hour of length, and the full and partial syncs.
+func syncDurations(out *Result, res *scenarios.Result, length time.Duration) {
+	var ds []time.Duration
+	var total time.Duration
+	for _, r := range res.Runs {
+		if r.Work.Mode() != "" {
+			if r.Work.Full {
+				out.FullSyncs++
+			} else {
+				out.PartialSyncs++
+			}
+		}
+		if r.End < 0 {
+			continue
+		}
+		d := r.End - r.Start
+		ds = append(ds, d)
+		total += d
+	}
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	rank := func(q float64) time.Duration { return ds[max(0, int(math.Ceil(q*float64(len(ds))))-1)] }
+	out.SyncP50, out.SyncP99, out.SyncMax = Duration(rank(0.5)), Duration(rank(0.99)), Duration(ds[len(ds)-1])
+	if length > 0 {
+		out.SyncCPUPerHour = math.Round(total.Seconds()/length.Hours()*1000) / 1000
+	}
 }
 
 func (sw *Sweep) report(ran []int, results []Result) *Report {

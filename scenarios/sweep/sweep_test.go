@@ -2,8 +2,10 @@ package sweep
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/controllers"
@@ -228,4 +230,31 @@ func BenchmarkSweepSixPoints(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/6/1e6, "ms/point")
+}
+
+// The sync columns read the runs: sync-cost-v1.34's syncs take 450ms each
+// (its syncCost), and a profile's cost moves them.
+func TestSyncColumnsReadTheRuns(t *testing.T) {
+	sw := newSweep(t, "sync-cost-v1.34", "proxy.minSyncPeriod=1s,2s")
+	rep := sw.Run(All, RunOptions{})
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			t.Fatal(r.Error)
+		}
+		if r.SyncP50 != Duration(450*time.Millisecond) || r.SyncMax != Duration(450*time.Millisecond) {
+			t.Errorf("point %d: sync p50 %v max %v, want 450ms", r.Point, r.SyncP50, r.SyncMax)
+		}
+		if r.FullSyncs < 1 || r.PartialSyncs < 1 {
+			t.Errorf("point %d: %d full, %d partial syncs", r.Point, r.FullSyncs, r.PartialSyncs)
+		}
+		// The runs that ended, 450ms each (the initial direct sync none,
+		// the last run perhaps still under way), over the scenario's length.
+		runs := r.SyncCPUPerHour * sw.Base.Length().Hours() / 0.45
+		if math.Abs(runs-math.Round(runs)) > 0.01 || math.Round(runs) < float64(r.Syncs-2) || math.Round(runs) > float64(r.Syncs-1) {
+			t.Errorf("point %d: %.3f s/h of syncing is %.2f runs of 450ms, of %d syncs", r.Point, r.SyncCPUPerHour, runs, r.Syncs)
+		}
+	}
+	if !strings.Contains(string(rep.Text()), "sync p50") {
+		t.Errorf("no sync columns:\n%s", rep.Text())
+	}
 }

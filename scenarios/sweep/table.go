@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/csv"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
 
 // columns are the table's columns after the point's index and values.
-var columns = []string{"syncs", "dataplaneOps", "samples", "p50", "p99", "max", "failed", "first failure"}
+var columns = []string{"syncs", "dataplaneOps", "samples", "p50", "p99", "max", "sync p50", "sync p99", "sync max", "sync cpu-s/h", "full", "partial", "failed", "first failure"}
 
 // rows is the table: a header, then a row per point run.
 func (r *Report) rows() [][]string {
@@ -22,7 +23,7 @@ func (r *Report) rows() [][]string {
 		row := []string{fmt.Sprint(res.Point)}
 		row = append(row, r.Points[res.Point].Values...)
 		if res.Error != "" {
-			row = append(row, "-", "-", "-", "-", "-", "-", "-", "error: "+res.Error)
+			row = append(row, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "error: "+res.Error)
 		} else {
 			// Without observations there is no latency to show.
 			p50, p99, mx := "-", "-", "-"
@@ -30,7 +31,9 @@ func (r *Report) rows() [][]string {
 				p50, p99, mx = res.P50.String(), res.P99.String(), res.Max.String()
 			}
 			row = append(row, fmt.Sprint(res.Syncs), fmt.Sprint(res.DataplaneOps), fmt.Sprint(res.Samples),
-				p50, p99, mx, fmt.Sprint(res.Failed), res.FirstFailure)
+				p50, p99, mx, res.SyncP50.String(), res.SyncP99.String(), res.SyncMax.String(),
+				strconv.FormatFloat(res.SyncCPUPerHour, 'f', -1, 64), fmt.Sprint(res.FullSyncs), fmt.Sprint(res.PartialSyncs),
+				fmt.Sprint(res.Failed), res.FirstFailure)
 		}
 		out = append(out, row)
 	}

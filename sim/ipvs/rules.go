@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 )
 
@@ -409,7 +410,12 @@ func (p *Proxier) syncRules(s *proxy.SyncState, do func(string, string, error)) 
 	if p.dp.IPSets == nil || p.dp.IPTables == nil {
 		return
 	}
+	sw, tw := &sim.IPSetWork{}, &sim.IPTablesWork{}
+	if p.cur != nil {
+		p.cur.IPSets, p.cur.IPTables = sw, tw
+	}
 	for _, c := range kubeChains {
+		tw.EnsureChains++
 		if err := p.dp.IPTables.EnsureChain(c.table, c.chain); err != nil {
 			do("ensure-chain", c.table+" "+c.chain, err)
 			return
@@ -417,6 +423,7 @@ func (p *Proxier) syncRules(s *proxy.SyncState, do func(string, string, error)) 
 	}
 	for _, j := range kubeJumps {
 		rule := "-m comment --comment " + `"` + j.comment + `"` + " -j " + j.to
+		tw.EnsureRules++
 		if err := p.dp.IPTables.EnsureRule(j.table, j.from, rule); err != nil {
 			do("ensure-rule", j.table+" "+j.from+" "+rule, err)
 		}
@@ -431,6 +438,8 @@ func (p *Proxier) syncRules(s *proxy.SyncState, do func(string, string, error)) 
 	for _, info := range ipsetInfo {
 		set := IPSetName(info.name, p.cfg.Family)
 		have, err := p.dp.IPSets.ListEntries(set)
+		sw.Listings++
+		sw.EntriesListed += len(have)
 		if err != nil {
 			do("ipset-list", set, err)
 			continue
@@ -439,6 +448,7 @@ func (p *Proxier) syncRules(s *proxy.SyncState, do func(string, string, error)) 
 		slices.Sort(have)
 		for _, e := range have {
 			if !wanted[e] {
+				sw.EntriesDeleted++
 				do("ipset-del", set+" "+e, p.dp.IPSets.DelEntry(set, e))
 			}
 		}
@@ -454,9 +464,42 @@ func (p *Proxier) syncRules(s *proxy.SyncState, do func(string, string, error)) 
 		}
 		slices.Sort(add)
 		for _, e := range add {
+			sw.EntriesAdded++
 			do("ipset-add", set+" "+e, p.dp.IPSets.AddEntry(set, e))
 		}
 	}
 	payload := p.renderRules(want)
+	tw.Restores = 1
+	tw.NAT, tw.Filter = restoreSection(payload, "nat"), restoreSection(payload, "filter")
 	do("iptables-restore", fmt.Sprintf("%d lines", strings.Count(payload, "\n")), p.dp.IPTables.Restore(payload))
+}
+
+// restoreSection counts one table's section of a restore payload.
+func restoreSection(payload, table string) sim.RestoreSection {
+	var rs sim.RestoreSection
+	in := false
+	for _, l := range strings.SplitAfter(payload, "\n") {
+		switch {
+		case l == "":
+			continue
+		case strings.HasPrefix(l, "*"):
+			in = strings.TrimSpace(l) == "*"+table
+		}
+		if !in {
+			continue
+		}
+		rs.Lines++
+		rs.Bytes += len(l)
+		switch {
+		case strings.HasPrefix(l, ":"):
+			rs.Chains++
+		case strings.HasPrefix(l, "-A "):
+			rs.Rules++
+		case strings.HasPrefix(l, "-X "):
+			rs.DeletedChains++
+		case strings.TrimSpace(l) == "COMMIT":
+			in = false
+		}
+	}
+	return rs
 }

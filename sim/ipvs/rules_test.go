@@ -143,3 +143,31 @@ func TestWritesIPSetsAndRules(t *testing.T) {
 	lacks(t, "rules", rules, "KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER", "KUBE-CLUSTER-IP dst,dst ! -s")
 	contains(t, "rules", rules, "-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT")
 }
+
+// With ipsets and iptables, each sync reports their work: every set
+// listed, the members added and deleted, the chains and jumps ensured, and
+// one restore counted by section (rules counted by hand from the
+// payload TestWritesIPSetsAndRules shows: nat 15, filter 13).
+func TestIPSetsAndRulesWork(t *testing.T) {
+	w := newPathWorld(t, ipvs.Config{NodeIPs: []string{"192.168.0.10"}, ClusterCIDR: "10.244.0.0/16"})
+	if err := w.Create(lbLocal("198.51.100.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Create(webSlice()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	syncs := worked(w.World)
+	first := syncs[len(syncs)-1].Work.IPVS
+	// 17 sets; 11 members (see TestWritesIPSetsAndRules), none listed yet.
+	if got, want := *first.IPSets, (sim.IPSetWork{Listings: 17, EntriesAdded: 11}); got != want {
+		t.Errorf("ipset work %+v, want %+v", got, want)
+	}
+	ipt := first.IPTables
+	if ipt.Restores != 1 || ipt.EnsureChains != 11 || ipt.EnsureRules != 9 || ipt.Filter.Chains != 6 || ipt.NAT.Chains != 5 ||
+		ipt.NAT.Rules != 15 || ipt.Filter.Rules != 13 {
+		t.Errorf("iptables work %+v", ipt)
+	}
+}

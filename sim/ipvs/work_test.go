@@ -96,7 +96,7 @@ func TestIPVSSyncWorkByHand(t *testing.T) {
 		t.Errorf("%d syncs; second:\n got %v\nwant a partial sync of %v", len(syncs), part, &want)
 	}
 	if part.IPVS.IPSets != nil || part.IPVS.IPTables != nil {
-		t.Errorf("ipsets and the IPVS mode's iptables are not modelled yet, but reported: %v", part)
+		t.Errorf("no ipsets and iptables on this dataplane, but reported: %v", part)
 	}
 }
 

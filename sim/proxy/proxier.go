@@ -55,6 +55,20 @@ func (s *SyncState) Changed() []types.NamespacedName {
 // Syncer is what a proxier asks to schedule syncs: a runner.
 type Syncer interface{ Run() }
 
+// Observer hears each tracker update before the proxier asks for a sync:
+// kube-proxy's trackers set their change metrics inside Update, before
+// the event handler calls Sync (servicechangetracker.go Update,
+// endpointschangetracker.go EndpointSliceUpdate), and a sync that runs at
+// once must find them set, so that its checkout resets them.
+type Observer interface {
+	// ServiceTracked: a Service event was tracked, leaving pending
+	// Services with a net change.
+	ServiceTracked(pending int)
+	// SliceTracked: a well-formed slice event was tracked; changed when
+	// it changed what is pending.
+	SliceTracked(s *discovery.EndpointSlice, changed bool)
+}
+
 // Proxier is the backend-neutral half of a service proxy: informer event
 // handlers, change trackers, initialization gating and the sync entry point.
 //
@@ -75,6 +89,8 @@ type Proxier struct {
 	zone      string
 
 	nEndpoints int // endpoints in epMap, kept by each sync for Size
+
+	observer Observer
 
 	servicesSynced, endpointsSynced bool
 	initialized                     bool
@@ -116,11 +132,21 @@ func (p *Proxier) request(pending bool) {
 	}
 }
 
-func (p *Proxier) OnServiceAdd(s *v1.Service) { p.request(p.services.Update(nil, s)) }
-func (p *Proxier) OnServiceUpdate(old, s *v1.Service) {
-	p.request(p.services.Update(old, s))
+// SetObserver connects an observer of the trackers; set it before events
+// arrive.
+func (p *Proxier) SetObserver(o Observer) { p.observer = o }
+
+func (p *Proxier) OnServiceAdd(s *v1.Service)         { p.onService(nil, s) }
+func (p *Proxier) OnServiceUpdate(old, s *v1.Service) { p.onService(old, s) }
+func (p *Proxier) OnServiceDelete(s *v1.Service)      { p.onService(s, nil) }
+
+func (p *Proxier) onService(old, s *v1.Service) {
+	pending := p.services.Update(old, s)
+	if p.observer != nil {
+		p.observer.ServiceTracked(p.services.Pending())
+	}
+	p.request(pending)
 }
-func (p *Proxier) OnServiceDelete(s *v1.Service) { p.request(p.services.Update(s, nil)) }
 
 // OnEndpointSliceAdd and friends report a malformed slice as an error; the
 // slice is ignored, as kube-proxy ignores it.
@@ -139,6 +165,9 @@ func (p *Proxier) onSlice(s *discovery.EndpointSlice, remove bool) error {
 	p.mu.Lock()
 	p.sliceChanged = changed
 	p.mu.Unlock()
+	if err == nil && p.observer != nil {
+		p.observer.SliceTracked(s, changed)
+	}
 	p.request(changed)
 	return err
 }

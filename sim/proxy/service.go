@@ -258,18 +258,37 @@ func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
 		return false
 	}
 	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	return t.UpdatePorts(name, ServicePorts(previous, t.family), ServicePorts(current, t.family))
+}
+
+// UpdatePorts is Update with both states already converted (by
+// ServicePorts, for this tracker's family): a cluster of proxies converts
+// each change once and hands the same maps, never modified, to every
+// node's tracker.
+func (t *ServiceChangeTracker) UpdatePorts(name types.NamespacedName, previous, current ServicePortMap) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ch, ok := t.items[name]
 	if !ok {
-		ch = &serviceChange{previous: ServicePorts(previous, t.family)}
+		ch = &serviceChange{previous: previous}
 		t.items[name] = ch
 	}
-	ch.current = ServicePorts(current, t.family)
+	ch.current = current
 	if reflect.DeepEqual(ch.previous, ch.current) {
 		delete(t.items, name)
 	}
 	return len(t.items) > 0
+}
+
+// DropPending forgets every pending change, as a sync's checkout does, for
+// a tracker whose changes nothing applies (a node that keeps no service
+// map of its own).
+func (t *ServiceChangeTracker) DropPending() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.items) > 0 {
+		t.items = map[types.NamespacedName]*serviceChange{}
+	}
 }
 
 // Pending reports how many services have a change waiting.

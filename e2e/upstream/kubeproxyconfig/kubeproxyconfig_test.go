@@ -5,7 +5,9 @@
 // configuration in it (`kube-proxy --config FILE --write-config-to OUT`),
 // and proxysim, built as users build it, imports and replays it. Nothing
 // here is a file someone wrote for proxysim: the inputs are kubeadm
-// configurations, the outputs are the tools'.
+// configurations (and edits of them: fields unknown, misspelled or given
+// twice, which kube-proxy reads leniently, and values it refuses), the
+// outputs are the tools'.
 //
 // It is its own package so that kubeadm's dependencies stay out of the
 // proxier comparisons' test binary.
@@ -29,6 +31,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
 	clientsetfake "k8s.io/client-go/kubernetes/fake"
 	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
@@ -267,61 +270,83 @@ func TestKubeadmConfigMapsMatchKubeProxy(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			cm := kubeadmConfigMap(t, v.doc)
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "kube-proxy.yaml"), cm, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(dump)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-
-			// The three commands' last: import, which replays.
-			code, stdout, stderr := proxysim(t, dir, "import", "--cluster", "cluster.yaml", "--config", "kube-proxy.yaml", "--node", node, "-o", "scenario.yaml")
-			if code != 0 {
-				t.Fatalf("proxysim import: exit %d\n%s%s", code, stdout, stderr)
-			}
-			if !strings.Contains(stdout, "mode "+v.mode+",") || !strings.Contains(stdout, "PASS") {
-				t.Fatalf("proxysim import did not replay mode %s green:\n%s", v.mode, stdout)
-			}
-			for _, c := range [][]string{{"validate", "scenario.yaml"}, {"replay", "scenario.yaml"}} {
-				if code, stdout, stderr := proxysim(t, dir, c...); code != 0 {
-					t.Fatalf("proxysim %s: exit %d\n%s%s", c[0], code, stdout, stderr)
-				}
-			}
+			dir := importDir(t, cm)
+			importAndReplay(t, dir, v.mode)
 
 			// What kube-proxy runs with.
 			want, err := kubeProxyEffective(t, configConf(t, cm))
 			if err != nil {
 				t.Fatalf("kube-proxy refuses kubeadm's configuration: %v", err)
 			}
-
-			// What proxysim runs with: the library, built here against
-			// kubernetes v1.36.3's staging modules.
-			s, err := scenarios.Load(filepath.Join(dir, "scenario.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got proxyconfig.KubeProxyConfiguration
-			if err := proxyconfigscheme.Scheme.Convert(&s.Proxy.KubeProxy.Config, &got, nil); err != nil {
-				t.Fatal(err)
-			}
-			// Normalised: the logging options, which kube-proxy's command
-			// applies (and so completes) before writing; proxysim neither
-			// logs nor models them.
-			got.Logging = want.Logging
-			if !reflect.DeepEqual(&got, want) {
-				t.Errorf("the defaulted configuration differs from kube-proxy's:\n%s", fieldDiff(&got, want))
-			}
-			checkMapped(t, s, want)
+			sameAsKubeProxy(t, dir, want)
 			if testing.Verbose() {
 				t.Logf("kubeadm's config.conf, mode %s: kube-proxy runs with syncPeriod %v, minSyncPeriod %v, configSyncPeriod %v; so does proxysim", want.Mode, want.SyncPeriod.Duration, want.MinSyncPeriod.Duration, want.ConfigSyncPeriod.Duration)
 			}
 		})
 	}
+}
+
+// importDir is a folder holding a kube-proxy configuration file (as
+// kube-proxy.yaml) and the cluster dump (as cluster.yaml).
+func importDir(t *testing.T, config []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kube-proxy.yaml"), config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// importAndReplay runs the three commands on importDir's files: import,
+// which replays, then validate and replay of what it wrote; each must pass,
+// in the mode given. It returns import's stderr (its warnings).
+func importAndReplay(t *testing.T, dir, mode string) string {
+	t.Helper()
+	code, stdout, stderr := proxysim(t, dir, "import", "--cluster", "cluster.yaml", "--config", "kube-proxy.yaml", "--node", node, "-o", "scenario.yaml")
+	if code != 0 {
+		t.Fatalf("proxysim import: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "mode "+mode+",") || !strings.Contains(stdout, "PASS") {
+		t.Fatalf("proxysim import did not replay mode %s green:\n%s", mode, stdout)
+	}
+	for _, c := range [][]string{{"validate", "scenario.yaml"}, {"replay", "scenario.yaml"}} {
+		if code, stdout, stderr := proxysim(t, dir, c...); code != 0 {
+			t.Fatalf("proxysim %s: exit %d\n%s%s", c[0], code, stdout, stderr)
+		}
+	}
+	return stderr
+}
+
+// sameAsKubeProxy loads the scenario import wrote and checks that proxysim
+// runs with what kube-proxy runs with (want): every field of the defaulted
+// configuration, and the settings mapped onto the scenario's proxy.
+func sameAsKubeProxy(t *testing.T, dir string, want *proxyconfig.KubeProxyConfiguration) {
+	t.Helper()
+	// What proxysim runs with: the library, built here against
+	// kubernetes v1.36.3's staging modules.
+	s, err := scenarios.Load(filepath.Join(dir, "scenario.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got proxyconfig.KubeProxyConfiguration
+	if err := proxyconfigscheme.Scheme.Convert(&s.Proxy.KubeProxy.Config, &got, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Normalised: the logging options, which kube-proxy's command
+	// applies (and so completes) before writing; proxysim neither
+	// logs nor models them.
+	got.Logging = want.Logging
+	if !reflect.DeepEqual(&got, want) {
+		t.Errorf("the defaulted configuration differs from kube-proxy's:\n%s", fieldDiff(&got, want))
+	}
+	checkMapped(t, s, want)
 }
 
 // checkMapped compares the scenario's proxy settings, as proxysim maps the
@@ -521,6 +546,208 @@ func TestConfigsKubeProxyRejects(t *testing.T) {
 				t.Fatalf("proxysim does not name kube-proxy.yaml:%d and %s:\n%s", line, c.field, stderr)
 			}
 			t.Logf("kube-proxy: %s; proxysim: %s", c.upstream, strings.TrimSpace(at.FindString(stderr)))
+		})
+	}
+}
+
+// lenientEdits are edits of the ConfigMap kubeadm writes (for the variant
+// named by base) or, where config gives one, a file of its own, which
+// kube-proxy v1.36.3's strict decoding refuses only for strictness, an
+// unknown or a duplicated field, so that kube-proxy decodes them again
+// leniently and runs (cmd/kube-proxy/app/options.go, loadConfig); or,
+// where refuse names a field, which it then refuses all the same.
+// warnings are the fields proxysim warns of, each at its last line as a
+// key in the file, with a text the warning holds.
+var lenientEdits = []struct {
+	name, base string
+	edit       func(conf string) string // edits config.conf's text, indented as in the ConfigMap
+	config     string                   // a whole file instead of kubeadm's ConfigMap
+	mode       string
+	warnings   [][2]string // field, text
+	refuse     string      // the field proxysim refuses, when kube-proxy refuses
+}{
+	// A field v1alpha1 dropped, as older EKS configurations still carry.
+	{name: "unknown-field", edit: before("    mode:", "    udpIdleTimeout: 250ms\n"), mode: "iptables",
+		warnings: [][2]string{{"udpIdleTimeout", `unknown field "udpIdleTimeout"`}}},
+	// Misspelled: kube-proxy runs with the default, rr, not wrr.
+	{name: "misspelled-scheduler", base: "ipvs-strictarp", edit: replace("      scheduler: wrr\n", "      schedular: wrr\n"), mode: "ipvs",
+		warnings: [][2]string{{"ipvs.schedular", `did you mean "scheduler"?`}}},
+	// A field name's case matters: strictArp is not strictARP.
+	{name: "miscased-strict-arp", base: "ipvs-strictarp", edit: replace("      strictARP: true\n", "      strictArp: true\n"), mode: "ipvs",
+		warnings: [][2]string{{"ipvs.strictArp", `did you mean "strictARP"?`}}},
+	// syncPeriod at the top, where the internal type (and v1alpha2) has it.
+	{name: "sync-period-at-top", edit: before("    mode:", "    syncPeriod: 5s\n"), mode: "iptables",
+		warnings: [][2]string{{"syncPeriod", `did you mean "iptables.syncPeriod", "ipvs.syncPeriod" or "nftables.syncPeriod"?`}}},
+	// Duplicated: the last value wins, ...
+	{name: "mode-twice-last-ipvs", edit: after("    mode: \"\"\n", "    mode: ipvs\n"), mode: "ipvs",
+		warnings: [][2]string{{"mode", `field "mode" given twice`}}},
+	// ... whichever it is, ...
+	{name: "mode-twice-last-blank", edit: before("    mode:", "    mode: ipvs\n"), mode: "iptables",
+		warnings: [][2]string{{"mode", `field "mode" given twice`}}},
+	// ... and a YAML section given twice is the last one, whole: the
+	// first's scheduler, strictARP and timeouts are dropped.
+	{name: "ipvs-section-twice", base: "ipvs-strictarp", edit: before("    kind:", "    ipvs:\n      minSyncPeriod: 7s\n"), mode: "ipvs",
+		warnings: [][2]string{{"ipvs", `field "ipvs" given twice`}}},
+	// A JSON file's duplicate is decoded over the first: objects merge.
+	{name: "json-section-twice", mode: "ipvs",
+		config:   "{\"apiVersion\": \"kubeproxy.config.k8s.io/v1alpha1\", \"kind\": \"KubeProxyConfiguration\",\n \"mode\": \"ipvs\",\n \"ipvs\": {\"scheduler\": \"wrr\", \"tcpTimeout\": \"900s\"},\n \"ipvs\": {\"strictARP\": true, \"scheduler\": \"sh\"},\n \"bogus\": 1}\n",
+		warnings: [][2]string{{"ipvs", `given twice`}, {"bogus", `unknown field "bogus"`}}},
+
+	// Refused all the same: a duplicate whose last value is bad, ...
+	{name: "mode-twice-last-bad", edit: after("    mode: \"\"\n", "    mode: userspace\n"), refuse: "mode"},
+	// ... a bad value beside an unknown field, ...
+	{name: "unknown-field-and-bad-value", edit: replace("      masqueradeBit: null\n      minSyncPeriod: 0s\n      syncPeriod: 0s\n    ipvs:", "      masqueradeBits: 3\n      masqueradeBit: 32\n      minSyncPeriod: 0s\n      syncPeriod: 0s\n    ipvs:"), refuse: "iptables.masqueradeBit"},
+	// ... a wrong type, which strict and lenient decoding both refuse, ...
+	{name: "wrong-type", edit: replace("      strictARP: false\n", "      strictARP: \"yes\"\n"), refuse: "ipvs.strictARP"},
+	// ... and a file that starts as JSON but is YAML's flow style: kube-proxy
+	// reads it as JSON.
+	{name: "flow-not-json", config: "{apiVersion: kubeproxy.config.k8s.io/v1alpha1, kind: KubeProxyConfiguration}\n", refuse: "(configuration)"},
+}
+
+func replace(old, new string) func(string) string {
+	return func(conf string) string {
+		if strings.Count(conf, old) != 1 {
+			panic(fmt.Sprintf("%q is not once in kubeadm's config.conf", old))
+		}
+		return strings.Replace(conf, old, new, 1)
+	}
+}
+
+// before inserts text before the line starting with prefix; after, after
+// the line.
+func before(prefix, text string) func(string) string {
+	return func(conf string) string {
+		i := strings.Index(conf, "\n"+prefix)
+		if i < 0 {
+			panic(fmt.Sprintf("no %q in kubeadm's config.conf", prefix))
+		}
+		return conf[:i+1] + text + conf[i+1:]
+	}
+}
+
+func after(line, text string) func(string) string {
+	return replace(line, line+text)
+}
+
+// keyAt is the line and column of a field's key in a file: in kubeadm's
+// ConfigMap, the last key of that name in its parent's block (config.conf
+// is indented by four, each level by two more); in a JSON file, the last
+// "name": (the cases' fields are at its top level).
+func keyAt(t *testing.T, file, field string, json bool) (line, col int) {
+	t.Helper()
+	lines := strings.Split(file, "\n")
+	if json {
+		for i, l := range lines {
+			if c := strings.LastIndex(l, `"`+field+`":`); c >= 0 {
+				line, col = i+1, c+1
+			}
+		}
+	} else {
+		start, end := 0, len(lines)
+		for d, seg := range strings.Split(field, ".") {
+			indent := strings.Repeat(" ", 4+2*d)
+			found := -1
+			for i := start; i < end; i++ {
+				if strings.HasPrefix(lines[i], indent+seg+":") {
+					found = i
+				}
+			}
+			if found < 0 {
+				line = 0
+				break
+			}
+			line, col = found+1, len(indent)+1
+			// The block under it: the lines indented further.
+			start, end = found+1, found+1
+			for end < len(lines) && strings.HasPrefix(lines[end], indent+" ") {
+				end++
+			}
+		}
+	}
+	if line == 0 {
+		t.Fatalf("no key %s in\n%s", field, file)
+	}
+	return line, col
+}
+
+// What kube-proxy v1.36.3 runs with after reading a configuration
+// leniently, proxysim runs with, warning at each field kube-proxy passed
+// over, in the file's own lines; --strict refuses the file there. What
+// kube-proxy refuses all the same, proxysim refuses: exit 2 at the field.
+func TestLenientConfigsMatchKubeProxy(t *testing.T) {
+	bases := map[string]string{}
+	for _, v := range variants {
+		bases[v.name] = v.doc
+	}
+	for _, c := range lenientEdits {
+		t.Run(c.name, func(t *testing.T) {
+			file, conf := []byte(c.config), []byte(c.config)
+			if c.config == "" {
+				base := c.base
+				if base == "" {
+					base = "default"
+				}
+				cm := string(kubeadmConfigMap(t, bases[base]))
+				start := strings.Index(cm, "  config.conf: |") + len("  config.conf: |-\n")
+				end := strings.Index(cm, "  kubeconfig.conf:")
+				file = []byte(cm[:start] + c.edit(cm[start:end]) + cm[end:])
+				conf = configConf(t, file)
+			}
+
+			// kube-proxy's own reading: strict decoding fails (only for
+			// strictness, when kube-proxy goes on), then the command's.
+			_, _, strictErr := proxyconfigscheme.Codecs.UniversalDecoder().Decode(conf, nil, nil)
+			want, err := kubeProxyEffective(t, conf)
+			dir := importDir(t, file)
+			if c.refuse != "" {
+				if err == nil {
+					t.Fatalf("kube-proxy v1.36.3 runs with it")
+				}
+				scenario := "name: edited\nproxy:\n  version: v1.36.0\n  config: kube-proxy.yaml\n  nodeIPs: [192.168.56.11]\ntimeline:\n  - at: 0s\n    note: nothing\n"
+				if err := os.WriteFile(filepath.Join(dir, "scenario.yaml"), []byte(scenario), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				code, stdout, stderr := proxysim(t, dir, "validate", "scenario.yaml")
+				if code != 2 {
+					t.Fatalf("kube-proxy refuses it (%v); proxysim validate: exit %d, want 2\n%s%s", err, code, stdout, stderr)
+				}
+				line := `\d+`
+				if c.refuse != "(configuration)" {
+					l, _ := keyAt(t, string(file), c.refuse, c.config != "")
+					line = fmt.Sprint(l)
+				}
+				at := regexp.MustCompile(`(?m)^kube-proxy\.yaml:` + line + `:\d+: ` + regexp.QuoteMeta(c.refuse) + `: `)
+				if !at.MatchString(stderr) {
+					t.Fatalf("proxysim does not name kube-proxy.yaml:%s and %s:\n%s", line, c.refuse, stderr)
+				}
+				t.Logf("kube-proxy: %v; proxysim: %s", err, strings.TrimSpace(at.FindString(stderr)))
+				return
+			}
+			if !runtime.IsStrictDecodingError(strictErr) {
+				t.Fatalf("not a case of strictness: kube-proxy's strict decoding says %v", strictErr)
+			}
+			if err != nil {
+				t.Fatalf("kube-proxy v1.36.3 refuses it: %v", err)
+			}
+			stderr := importAndReplay(t, dir, c.mode)
+			sameAsKubeProxy(t, dir, want)
+			for _, w := range c.warnings {
+				line, col := keyAt(t, string(file), w[0], c.config != "")
+				prefix := fmt.Sprintf("warning: kube-proxy.yaml:%d:%d: %s: ", line, col, w[0])
+				found := false
+				for _, l := range strings.Split(stderr, "\n") {
+					found = found || (strings.HasPrefix(l, prefix) && strings.Contains(l, w[1]))
+				}
+				if !found {
+					t.Errorf("no warning %s...%s in:\n%s", prefix, w[1], stderr)
+				}
+			}
+			code, stdout, serr := proxysim(t, dir, "validate", "--strict", "scenario.yaml")
+			line, col := keyAt(t, string(file), c.warnings[0][0], c.config != "")
+			if first := fmt.Sprintf("kube-proxy.yaml:%d:%d: %s: ", line, col, c.warnings[0][0]); code != 2 || !strings.HasPrefix(serr, first) {
+				t.Errorf("proxysim validate --strict: exit %d, want 2 at %s\n%s%s", code, first, stdout, serr)
+			}
+			t.Logf("kube-proxy: %s; proxysim: mode %s, %s", strings.Join(strings.Fields(strictErr.Error()), " "), want.Mode, strings.SplitN(stderr, "\n", 2)[0])
 		})
 	}
 }

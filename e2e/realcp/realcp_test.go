@@ -1,0 +1,496 @@
+package realcp
+
+import (
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/proxysim/proxysim/e2e/transcript"
+	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/controllers" // the library's controller stories
+	"github.com/proxysim/proxysim/scenarios/iptablesmode"
+	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/sim/vclock"
+)
+
+var (
+	updateVerdicts = flag.Bool("update-realcp", false, "rewrite the pinned verdicts (testdata/realcp-*.txt) instead of comparing with them")
+	onlyScenario   = flag.String("realcp-scenario", "", "run only these library scenarios (comma-separated); the verdicts are not checked")
+	maxLength      = flag.Duration("realcp-max-length", 0, "run only the scenarios at most this long (CI's subset); the verdicts are not checked")
+)
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// requireRoot skips (or, under PROXYSIM_REALCP_REQUIRED, fails) when this
+// host cannot run kube-proxy in a namespace.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("PROXYSIM_REALCP_REQUIRED") != "" {
+		skip = t.Fatalf
+	}
+	if !netns.Privileged() {
+		skip("kube-proxy in a network namespace needs root (make realcp runs as root)")
+	}
+}
+
+// bare is an object as a client writes it: no resourceVersion (writes are
+// unconditional), no UID or creation time of proxysim's store.
+func bare(o runtime.Object) runtime.Object {
+	c := o.DeepCopyObject()
+	if m, ok := c.(metav1.Object); ok {
+		m.SetResourceVersion("")
+		m.SetUID("")
+		m.SetCreationTimestamp(metav1.Time{})
+		m.SetGeneration(0)
+		m.SetManagedFields(nil)
+	}
+	return c
+}
+
+// realTriggerTime moves a slice's trigger-time annotation (written by
+// proxysim's EndpointSlice controller on its virtual clock, which starts
+// at vclock.Epoch) onto the real clock, with origin the real instant of
+// the replay's virtual start: kube-proxy observes network programming
+// latency from it, and ignores times not after its own start.
+func realTriggerTime(o runtime.Object, origin time.Time) {
+	s, ok := o.(*discovery.EndpointSlice)
+	if !ok {
+		return
+	}
+	v, ok := s.Annotations[v1.EndpointsLastChangeTriggerTime]
+	if !ok {
+		return
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return // kube-proxy ignores it as it is
+	}
+	s.Annotations[v1.EndpointsLastChangeTriggerTime] = origin.Add(at.Sub(vclock.Epoch)).UTC().Format(time.RFC3339Nano)
+}
+
+// apply sends one object write to the API server; origin is the real
+// instant of virtual time 0 (see realTriggerTime).
+func apply(ctx context.Context, client kubernetes.Interface, op string, obj runtime.Object, origin time.Time) error {
+	obj = bare(obj)
+	realTriggerTime(obj, origin)
+	switch o := obj.(type) {
+	case *v1.Service:
+		c := client.CoreV1().Services(o.Namespace)
+		// A Service's status (its load balancer's addresses) is written
+		// through its own subresource, as a cloud controller would, right
+		// after the object.
+		status := func(got *v1.Service, err error) error {
+			if err != nil || len(o.Status.LoadBalancer.Ingress) == 0 {
+				return err
+			}
+			got.Status = o.Status
+			_, err = c.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+			return err
+		}
+		switch op {
+		case "add":
+			return status(c.Create(ctx, o, metav1.CreateOptions{}))
+		case "update":
+			return status(c.Update(ctx, o, metav1.UpdateOptions{}))
+		case "delete":
+			return c.Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+	case *discovery.EndpointSlice:
+		c := client.DiscoveryV1().EndpointSlices(o.Namespace)
+		switch op {
+		case "add":
+			_, err := c.Create(ctx, o, metav1.CreateOptions{})
+			return err
+		case "update":
+			_, err := c.Update(ctx, o, metav1.UpdateOptions{})
+			return err
+		case "delete":
+			return c.Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+	}
+	return fmt.Errorf("cannot write %T (%s)", obj, op)
+}
+
+// defaultNodeIP is the Node's address when the scenario names none (the
+// library's usual node address).
+const defaultNodeIP = "192.168.0.2"
+
+// configOf is kube-proxy's configuration for the scenario.
+func configOf(s *scenarios.Scenario, backend netns.IPTablesBackend) (proxyConfig, error) {
+	c := proxyConfig{
+		Mode: s.Proxy.Mode, Backend: backend, NodeName: s.Proxy.NodeName, NodeIP: defaultNodeIP,
+		SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second, ConfigSyncPeriod: 15 * time.Minute,
+	}
+	if c.NodeName == "" {
+		c.NodeName = "node-a"
+	}
+	if s.Proxy.SyncPeriod != nil {
+		c.SyncPeriod = s.Proxy.SyncPeriod.D()
+	}
+	c.MinSyncPeriod = scenarios.RunnerConfig(s.Proxy).MinInterval
+	if c.MinSyncPeriod == 0 {
+		// kube-proxy reads a 0s minSyncPeriod as unset (1s); proxysim's
+		// unset is 0, no cooldown: 1ns is that, in a form kube-proxy keeps.
+		c.MinSyncPeriod = time.Nanosecond
+	}
+	if s.Proxy.ConfigSyncPeriod != nil && s.Proxy.ConfigSyncPeriod.D() > 0 {
+		c.ConfigSyncPeriod = s.Proxy.ConfigSyncPeriod.D()
+	}
+	var nodeIPs []string
+	switch set := s.Proxy.Settings.(type) {
+	case *iptablesmode.Settings:
+		nodeIPs, c.ClusterCIDR, c.MasqueradeAll = set.NodeIPs, set.ClusterCIDR, set.MasqueradeAll
+	case *nftablesmode.Settings:
+		nodeIPs, c.ClusterCIDR, c.MasqueradeAll = set.NodeIPs, set.ClusterCIDR, set.MasqueradeAll
+		if set.NodePortAddresses == "primary" {
+			c.NodePortAddresses = []string{"primary"}
+		}
+	default:
+		return c, fmt.Errorf("mode %q is not compared here", s.Proxy.Mode)
+	}
+	if len(nodeIPs) > 1 {
+		return c, fmt.Errorf("%d node IPs: the Node has one", len(nodeIPs))
+	}
+	if len(nodeIPs) == 1 {
+		c.NodeIP = nodeIPs[0]
+	}
+	return c, nil
+}
+
+// clusterFacts are what the API server adds to a scenario's cluster.
+type clusterFacts struct {
+	// kubernetes is its own default/kubernetes Service.
+	kubernetes *v1.Service
+	// serviceCIDRs are the ranges of its ServiceCIDR objects (the default
+	// one from --service-cluster-ip-range).
+	serviceCIDRs []string
+}
+
+func factsOf(ctx context.Context, cp *controlPlane) (clusterFacts, error) {
+	var f clusterFacts
+	var err error
+	f.kubernetes, err = cp.kubernetesService(ctx)
+	if err != nil {
+		return f, err
+	}
+	list, err := cp.client.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return f, err
+	}
+	for _, sc := range list.Items {
+		f.serviceCIDRs = append(f.serviceCIDRs, sc.Spec.CIDRs...)
+	}
+	return f, nil
+}
+
+// predicted is s as kube-proxy met it: the API server's own
+// default/kubernetes Service among the objects, its ServiceCIDRs known to
+// the nftables proxier, each runner run costing
+// what kube-proxy's logged (syncCost runs; the initial, direct sync takes
+// no time in proxysim), and no expectations (written for proxysim's
+// dataplane alone).
+func predicted(s *scenarios.Scenario, facts clusterFacts, runs []time.Duration) *scenarios.Scenario {
+	c := *s
+	kubeSvc := facts.kubernetes
+	if set, ok := s.Proxy.Settings.(*nftablesmode.Settings); ok {
+		own := *set
+		own.ServiceCIDRs = facts.serviceCIDRs
+		c.Proxy.Settings = &own
+	}
+	c.Initial = append([]scenarios.Object{{Obj: bare(kubeSvc), Kind: "Service", Key: scenarios.KeyOf("Service", kubeSvc.Namespace, kubeSvc.Name)}}, s.Initial...)
+	c.Proxy.SyncCost = scenarios.SyncCost{}
+	for _, r := range runs {
+		c.Proxy.SyncCost.Runs = append(c.Proxy.SyncCost.Runs, scenarios.Duration(r))
+	}
+	c.Timeline = nil
+	for _, st := range s.Timeline {
+		st.Expect = nil
+		c.Timeline = append(c.Timeline, st)
+	}
+	return &c
+}
+
+// recordPredicted replays the prediction. Its syncs now take time, so it
+// runs on after the scenario's end until no sync is under way (the real
+// ones were waited for): past the last instant a counted sync can start
+// (the end plus the tolerance) by one longest run, and by one more each
+// time a sync is still running there.
+func recordPredicted(s *scenarios.Scenario, runs []time.Duration) (*transcript.Transcript, error) {
+	longest := time.Duration(0)
+	for _, r := range runs {
+		longest = max(longest, r)
+	}
+	base := s.Timeline
+	var err error
+	for k := 1; k <= 5; k++ {
+		end := scenarios.Duration(s.Length() + tolerance + time.Duration(k)*(longest+time.Millisecond))
+		s.Timeline = append(base[:len(base):len(base)], scenarios.Step{At: &end, Note: "the last sync ends"})
+		var tr *transcript.Transcript
+		tr, err = transcript.Record(s)
+		if err == nil {
+			return tr, nil
+		}
+		if !strings.Contains(err.Error(), "run.end events") {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// run is one scenario replayed against the real kube-proxy.
+type run struct {
+	s *scenarios.Scenario
+	// t0 is virtual instant 0: the end of kube-proxy's first, direct
+	// sync (proxysim's takes no time, so its writes at 0 come after it).
+	t0 time.Time
+	// writeAt are the instants (after t0) the writes were issued.
+	writeAt []time.Duration
+	syncs   []realSync
+	writes  []time.Duration // when each write was issued, after t0
+	metrics string
+	wall    time.Duration
+	startup time.Duration // control plane
+	proxyUp time.Duration // kube-proxy started to its first sync
+}
+
+// replayReal runs s against a real control plane and kube-proxy.
+func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, backend netns.IPTablesBackend, binary string) (*run, clusterFacts) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := configOf(s, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	began := time.Now()
+	cp := startControlPlane(t, dir)
+	r := &run{s: s, startup: cp.Startup}
+	t.Logf("control plane (etcd + kube-apiserver) ready in %v", cp.Startup.Round(time.Millisecond))
+	facts, err := factsOf(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Services first, as a cluster would have them before their slices.
+	for _, kind := range []string{"Service", "EndpointSlice"} {
+		for _, o := range tr.Initial {
+			if kindOf(o) != kind {
+				continue
+			}
+			// Before kube-proxy starts: their trigger times are old news.
+			if err := apply(ctx, cp.client, "add", o, time.Now()); err != nil {
+				t.Fatalf("create %s: %v", kind, err)
+			}
+		}
+	}
+	proxyStart := time.Now()
+	kp := startKubeProxy(t, cp, dir, binary, cfg)
+	if err := kp.log.waitSyncs(1, 90*time.Second); err != nil {
+		t.Fatalf("kube-proxy's first sync: %v\n%s", err, kp.log.Tail(40))
+	}
+	r.t0 = kp.log.Syncs()[0].End
+	r.proxyUp = kp.log.Syncs()[0].Start.Sub(proxyStart)
+	t.Logf("kube-proxy's first sync %v after it was started", r.proxyUp.Round(time.Millisecond))
+	for _, a := range tr.Script {
+		if a.Restart {
+			t.Fatalf("%s: a restart at %v cannot be replayed here yet", s.Name, a.At)
+		}
+		if d := time.Until(r.t0.Add(a.At)); d > 0 {
+			time.Sleep(d)
+		}
+		if a.Fault != nil {
+			if err := kp.injectFailures(a.Fault.N); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		r.writes = append(r.writes, time.Since(r.t0)-a.At)
+		r.writeAt = append(r.writeAt, time.Since(r.t0))
+		// Trigger times: virtual 0 is kube-proxy's start, where its
+		// tracker starts counting (proxysim's starts at virtual 0).
+		if err := apply(ctx, cp.client, a.Write.Op, a.Write.Obj, proxyStart); err != nil {
+			t.Fatalf("%v: %s %s: %v", a.At, a.Write.Op, a.Write.Kind, err)
+		}
+	}
+	// The replay ends at the scenario's length; a sync that starts by then
+	// (within the tolerance: a write at the last instant) completes, and
+	// is compared; later ones are not the scenario's.
+	if d := time.Until(r.t0.Add(s.Length() + tolerance)); d > 0 {
+		time.Sleep(d)
+	}
+	n := 0
+	for _, sy := range kp.log.Syncs() {
+		if sy.Start.Sub(r.t0) <= s.Length()+tolerance {
+			n++
+		}
+	}
+	if err := kp.log.waitSyncs(n, 30*time.Second); err != nil {
+		t.Fatalf("the last sync: %v", err)
+	}
+	if done, err := kp.exited(); done {
+		t.Fatalf("kube-proxy exited: %v\n%s", err, kp.log.Tail(40))
+	}
+	r.metrics, err = kp.metrics()
+	if err != nil {
+		t.Fatalf("scrape kube-proxy's /metrics: %v", err)
+	}
+	r.syncs = kp.log.Syncs()[:n]
+	r.wall = time.Since(began)
+	return r, facts
+}
+
+// kindOf is "Service" or "EndpointSlice" by the object's Go type.
+func kindOf(o runtime.Object) string {
+	switch o.(type) {
+	case *v1.Service:
+		return "Service"
+	case *discovery.EndpointSlice:
+		return "EndpointSlice"
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+// within reports whether a real instant (after t0) is a predicted one
+// (after 0) give or take tol.
+func within(real, pred, tol time.Duration) bool {
+	d := real - pred
+	return d <= tol && d >= -tol
+}
+
+// compareRun matches every real sync with proxysim's prediction: the same
+// number, each start within tolerance, the same outcome, and the same
+// tables after each; then the metrics. It returns one line per difference,
+// and the largest start offset seen.
+func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.Duration) (diffs, raced []string, jitter time.Duration) {
+	var runs []time.Duration
+	for _, s := range r.syncs[min(1, len(r.syncs)):] {
+		runs = append(runs, s.Elapsed)
+	}
+	ptr, err := recordPredicted(predicted(r.s, facts, runs), runs)
+	if err != nil {
+		t.Fatalf("proxysim's prediction: %v", err)
+	}
+	var pred []transcript.Sync
+	for _, p := range ptr.Syncs {
+		if p.Start <= r.s.Length()+tolerance { // as the real syncs are counted
+			pred = append(pred, p)
+		}
+	}
+	if len(pred) != len(r.syncs) {
+		diffs = append(diffs, fmt.Sprintf("%d syncs predicted %v, %d by kube-proxy %v", len(pred), predStarts(pred), len(r.syncs), realStarts(r)))
+	}
+	for i := 0; i < min(len(pred), len(r.syncs)); i++ {
+		p, g := pred[i], r.syncs[i]
+		at := g.Start.Sub(r.t0)
+		if i > 0 {
+			if d := absDur(at - p.Start); d > jitter {
+				jitter = d
+			}
+		}
+		// The first, direct sync ends at t0: it starts its own duration
+		// before, where proxysim's, which takes no time, starts at 0.
+		if i > 0 && !within(at, p.Start, tol) {
+			diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at-p.Start).Round(time.Millisecond), tol))
+		}
+		if (p.Err != "") != g.Failed {
+			diffs = append(diffs, fmt.Sprintf("sync %d: predicted error %q, kube-proxy failed=%v", i+1, p.Err, g.Failed))
+		}
+		if g.SnapErr != nil {
+			diffs = append(diffs, fmt.Sprintf("sync %d: reading the kernel: %v", i+1, g.SnapErr))
+			continue
+		}
+		if err := compareTables(mode, p.Dataplane, g.Dataplane); err != nil {
+			// Writes issued within the tolerance of a sync's start may
+			// land on either side of it in real time: accepted when the
+			// next sync leaves the same tables on both sides (the write
+			// was programmed one sync earlier or later, not lost), as the
+			// bubble comparison accepts a race at one virtual instant.
+			if i+1 < min(len(pred), len(r.syncs)) && r.writeNear(at, tol) && r.syncs[i+1].SnapErr == nil &&
+				compareTables(mode, pred[i+1].Dataplane, r.syncs[i+1].Dataplane) == nil {
+				raced = append(raced, fmt.Sprintf("sync %d at %v: a write issued within %v of its start was programmed by a neighbouring sync; sync %d agrees", i+1, p.Start, tol, i+2))
+				continue
+			}
+			note := ""
+			if g.Overlapped {
+				note = " (the next sync had started before the kernel was read)"
+			}
+			diffs = append(diffs, fmt.Sprintf("sync %d at %v: tables differ%s: %v", i+1, p.Start, note, err))
+		}
+	}
+	localhost := 0
+	if n := len(r.syncs); n > 0 && mode == "iptables" {
+		_, localhost = withoutNFAcct(r.syncs[n-1].Dataplane)
+	}
+	// After a race the last syncs' payloads are split differently on the
+	// two sides (tables agree): the rules written by the last sync are not
+	// comparable then.
+	var skip []string
+	if len(raced) > 0 {
+		skip = append(skip, "kubeproxy_sync_proxy_rules_iptables_last")
+	}
+	diffs = append(diffs, compareMetrics(r.metrics, string(ptr.Result.Metrics), localhost, skip...)...)
+	return diffs, raced, jitter
+}
+
+// writeNear reports whether a write was issued within tol of at.
+func (r *run) writeNear(at, tol time.Duration) bool {
+	for _, w := range r.writeAt {
+		if within(w, at, tol) {
+			return true
+		}
+	}
+	return false
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+func predStarts(s []transcript.Sync) []time.Duration {
+	var out []time.Duration
+	for _, x := range s {
+		out = append(out, x.Start)
+	}
+	return out
+}
+
+func realStarts(r *run) []time.Duration {
+	var out []time.Duration
+	for _, x := range r.syncs {
+		out = append(out, x.Start.Sub(r.t0).Round(time.Millisecond))
+	}
+	return out
+}
+
+// describe is a run's syncs for the log: start after t0, full or partial,
+// logged duration.
+func describe(r *run) string {
+	var b strings.Builder
+	for i, s := range r.syncs {
+		kind := "partial"
+		if s.Full {
+			kind = "full"
+		}
+		fmt.Fprintf(&b, "  sync %d at %v, %s, %v", i+1, s.Start.Sub(r.t0).Round(time.Millisecond), kind, s.Elapsed.Round(100*time.Microsecond))
+		if s.Failed {
+			b.WriteString(", failed")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

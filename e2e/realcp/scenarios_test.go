@@ -1,0 +1,148 @@
+package realcp
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxysim/proxysim/e2e/transcript"
+	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/scenarios"
+	// Every library scenario must load to be sorted by mode.
+	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
+	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+)
+
+// tolerance is how far a real sync's start may be from its predicted
+// instant. Measured (docs/realcp.md): kube-proxy's watch delivers a write
+// a few milliseconds after the API call, and its runner timers fire late
+// by the machine's load; the largest offset seen on a loaded 2-core
+// machine is in the verdicts' log.
+const tolerance = 250 * time.Millisecond
+
+// realCase is one library scenario in one mode (and iptables backend).
+type realCase struct {
+	scenario string
+	backend  netns.IPTablesBackend // iptables mode only
+	// listed says why the scenario is not replayed here (yet).
+	listed string
+}
+
+func (c realCase) label(mode string) string {
+	if mode == "iptables" && c.backend != "" {
+		return c.scenario + " (" + string(c.backend) + ")"
+	}
+	return c.scenario
+}
+
+// realCases are the scenarios compared, in the order run: the short,
+// plain stories first.
+var realCases = []realCase{
+	{scenario: "iptables-probability-spread", backend: netns.NFT},
+	{scenario: "iptables-traffic-policies", backend: netns.NFT},
+	{scenario: "iptables-pod-label-change", backend: netns.NFT},
+	{scenario: "iptables-session-affinity", backend: netns.NFT},
+	{scenario: "iptables-terminating-pod-publish-not-ready", backend: netns.NFT},
+	{scenario: "iptables-rolling-update-controllers", backend: netns.NFT},
+	{scenario: "iptables-restore-failure-retry-v1.34", backend: netns.NFT},
+	{scenario: "churn-iptables", backend: netns.NFT},
+	{scenario: "iptables-traffic-policies", backend: netns.Legacy},
+	{scenario: "churn-iptables", backend: netns.Legacy},
+	{scenario: "nftables-traffic-policies"},
+	{scenario: "nftables-session-affinity"},
+	{scenario: "nftables-source-ranges"},
+	{scenario: "nftables-clusterip-spread"},
+	{scenario: "nftables-pod-label-change"},
+	{scenario: "nftables-terminating-pod-publish-not-ready"},
+	{scenario: "nftables-rolling-update-controllers"},
+	{scenario: "nftables-transaction-failure-retry"},
+	{scenario: "nftables-stale-chain-cleanup-failure"},
+	{scenario: "churn-nftables"},
+
+	{scenario: "iptables-canary-flush", listed: "step iptablesFlush (an operator's flush behind kube-proxy's back) is not replayed on the real tables yet"},
+	{scenario: "iptables-restore-failure-retry-v1.33", listed: "proxy.version v1.33.0 is the burst runner; this binary is v1.36.3"},
+	{scenario: "iptables-partial-sync", listed: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync): on demand only, not yet run"},
+	{scenario: "iptables-large-cluster", listed: "50 minutes of real time (its last step is at 3016s): on demand only, not yet run"},
+	{scenario: "nftables-partial-and-full-syncs", listed: "an hour of real time (the hourly full sync) and a restart step: not yet run"},
+}
+
+// TestKubeProxyBinaryAgainstPrediction replays each case against a real
+// control plane and kube-proxy's binary, and compares with proxysim's
+// prediction; the verdicts are pinned in testdata/realcp.txt.
+func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
+	requireRoot(t)
+	binary := kubeProxyBinary(t)
+	var rows []transcript.Verdict
+	for _, c := range realCases {
+		if *onlyScenario != "" && !slices.Contains(strings.Split(*onlyScenario, ","), c.scenario) {
+			continue
+		}
+		s, err := scenarios.LoadLibrary(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *maxLength > 0 && (s.Length() > *maxLength || c.listed != "") {
+			continue
+		}
+		label := c.label(s.Proxy.Mode)
+		if c.listed != "" {
+			rows = append(rows, transcript.Verdict{Scenario: label, Verdict: "listed: " + c.listed})
+			continue
+		}
+		verdict := ""
+		t.Run(strings.ReplaceAll(label, " ", "_"), func(t *testing.T) {
+			verdict = "DIFFERENT"
+			tr, err := transcript.Record(s)
+			if err != nil {
+				t.Fatalf("proxysim: %v", err)
+			}
+			r, facts := replayReal(t, s, tr, c.backend, binary)
+			t.Logf("kube-proxy's syncs (after its first):\n%s", describe(r))
+			diffs, raced, jitter := compareRun(t, r, facts, s.Proxy.Mode, tolerance)
+			if len(raced) > 0 {
+				t.Logf("accepted: %s", strings.Join(raced, "; "))
+			}
+			t.Logf("%s: %v in real time (%v of scenario), control plane up in %v, kube-proxy's first sync %v after its start; largest sync offset %v; writes issued late by at most %v",
+				label, r.wall.Round(time.Second), s.Length(), r.startup.Round(time.Millisecond), r.proxyUp.Round(time.Millisecond), jitter.Round(time.Millisecond), maxDur(r.writes).Round(time.Millisecond))
+			if len(diffs) > 0 {
+				t.Fatalf("kube-proxy's binary and proxysim differ:\n%s", strings.Join(diffs, "\n"))
+			}
+			// Races vary from run to run: logged, not pinned.
+			verdict = fmt.Sprintf("identical (%d syncs)", len(r.syncs))
+		})
+		rows = append(rows, transcript.Verdict{Scenario: label, Verdict: verdict})
+	}
+	if *onlyScenario != "" || *maxLength > 0 {
+		return
+	}
+	transcript.CheckVerdicts(t, "testdata/realcp.txt", fmt.Sprintf("kube-proxy v1.36.3's binary on a real API server against proxysim's prediction (sync starts within %v, tables equal after every sync, metrics equal)", tolerance), rows, *updateVerdicts)
+}
+
+func maxDur(ds []time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
+
+// TestEveryScenarioHasACase: every library scenario of the iptables and
+// nftables modes is compared here or listed with its reason, so a new one
+// cannot be forgotten.
+func TestEveryScenarioHasACase(t *testing.T) {
+	have := map[string]bool{}
+	for _, c := range realCases {
+		have[c.scenario] = true
+	}
+	for _, name := range scenarios.LibraryNames() {
+		s, err := scenarios.LoadLibrary(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if (s.Proxy.Mode == "iptables" || s.Proxy.Mode == "nftables") && !have[name] {
+			t.Errorf("library scenario %s (mode %s) is neither compared nor listed in realCases", name, s.Proxy.Mode)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package scenarios
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// loadScenario is a cluster of nodes in two pools (10% on another
+// minSyncPeriod) with services generated Services of 3 to 8 pods each, the
+// EndpointSlice controller, and pod readiness flips at rate changes per
+// second for length: a stand-in for ClusterLoader2's load test until the
+// churn generators exist.
+func loadScenario(mode string, nodes, services int, rate float64, length time.Duration) string {
+	var b strings.Builder
+	canary := max(nodes/10, 1)
+	fmt.Fprintf(&b, `name: cluster-load-%s-%d
+proxy: {mode: %s, version: v1.36.0, minSyncPeriod: 1s, syncPeriod: 30s, syncCost: {fixed: 200ms, perEndpoint: 20us}}
+controllers:
+  endpointSlice: {batchPeriod: 1s}
+cluster:
+  seed: 1
+  pools:
+    - {name: main, count: %d, zone: zone-a, cpuSpeed: {min: 70%%, max: 130%%}, syncJitter: 200ms}
+    - {name: canary, count: %d, zone: zone-b, proxy: {minSyncPeriod: 5s}, cpuSpeed: {min: 70%%, max: 130%%}, syncJitter: 200ms}
+  generate:
+    seed: 2
+    services: %d
+    endpointsPerService: {3: 50%%, 8: 50%%}
+    pods: true
+timeline:
+`, mode, nodes, mode, nodes-canary, canary, services)
+	r := rand.New(rand.NewPCG(5, 6))
+	flipped := map[string]bool{}
+	every := time.Duration(float64(time.Second) / rate)
+	for at := time.Second; at < length; at += every {
+		pod := fmt.Sprintf("svc-%05d-%d", r.IntN(services), r.IntN(3))
+		flipped[pod] = !flipped[pod]
+		fmt.Fprintf(&b, "  - {at: %dms, podReady: {namespace: gen, name: %s, ready: %v}}\n", at.Milliseconds(), pod, !flipped[pod])
+	}
+	fmt.Fprintf(&b, "  - {at: %dms, expect: {cluster: {syncs: {atLeast: 2}}}}\n", length.Milliseconds())
+	return b.String()
+}
+
+func benchEnv(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// BenchmarkClusterHour replays one virtual hour of a 100-node cluster
+// (PROXYSIM_BENCH_NODES) with 1,000 Services (PROXYSIM_BENCH_CLUSTER_SERVICES)
+// and 2 pod readiness changes per second (PROXYSIM_BENCH_RATE), in
+// iptables and nftables mode; it reports how many times faster than real
+// time the replay ran (x-realtime, load included) and the SLI.
+func BenchmarkClusterHour(b *testing.B) {
+	nodes := benchEnv("PROXYSIM_BENCH_NODES", 100)
+	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
+	rate := float64(benchEnv("PROXYSIM_BENCH_RATE", 2))
+	length := time.Duration(benchEnv("PROXYSIM_BENCH_MINUTES", 60)) * time.Minute
+	for _, mode := range []string{"iptables", "nftables"} {
+		b.Run(mode, func(b *testing.B) {
+			src := []byte(loadScenario(mode, nodes, services, rate, length))
+			b.ReportAllocs()
+			for b.Loop() {
+				start, cpu0 := time.Now(), cpuTime()
+				s, err := Parse("load.yaml", src, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := Replay(s, Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !res.Passed() {
+					b.Fatal(res.Failures)
+				}
+				wall, cpu := time.Since(start), cpuTime()-cpu0
+				b.ReportMetric(length.Seconds()/wall.Seconds(), "x-realtime")
+				// The machine is shared: the CPU time the replay took is the
+				// steadier figure.
+				b.ReportMetric(length.Seconds()/cpu.Seconds(), "x-cputime")
+				c := res.Cluster
+				b.ReportMetric(float64(c.SLI.Samples), "samples")
+				b.ReportMetric(c.SLI.Perc99, "sli-p99-s")
+			}
+		})
+	}
+}
+
+// BenchmarkClusterNodeMemory measures the live heap of a light node: the
+// same 10-minute replay with PROXYSIM_BENCH_NODES nodes and with one,
+// the difference over the extra nodes (bytes/node, samples included).
+func BenchmarkClusterNodeMemory(b *testing.B) {
+	nodes := benchEnv("PROXYSIM_BENCH_NODES", 1000)
+	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
+	length := 10 * time.Minute
+	heap := func(n int) uint64 {
+		s, err := Parse("load.yaml", []byte(loadScenario("iptables", n, services, 2, length)), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var peak uint64
+		res, err := Replay(s, Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40,
+			World: nil, Progress: func(at time.Duration) {
+				if at == length {
+					runtime.GC()
+					var m runtime.MemStats
+					runtime.ReadMemStats(&m)
+					peak = max(peak, m.HeapAlloc)
+				}
+			}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.Passed() {
+			b.Fatal(res.Failures)
+		}
+		return peak
+	}
+	for b.Loop() {
+		one := heap(2)
+		many := heap(nodes)
+		b.ReportMetric(float64(int64(many)-int64(one))/float64(nodes-2), "bytes/node")
+	}
+}
+
+// cpuTime is the CPU time this process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

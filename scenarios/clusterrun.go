@@ -1,0 +1,459 @@
+package scenarios
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/sli"
+	"github.com/proxysim/proxysim/sim/vclock"
+)
+
+// A cluster of pools replays in one world: the first node is the world's
+// own proxy (what every other expectation and step talks to), the others
+// are sim.Nodes hearing the same events. See docs/cluster.md.
+
+// ClusterResult is what every node of cluster.pools did.
+type ClusterResult struct {
+	Nodes []NodeResult
+	// SLI is network programming latency as ClusterLoader2 computes it
+	// from every node's network_programming_duration_seconds, with the
+	// exact quantiles of the same samples beside it.
+	SLI sli.Result
+	// PodChanges counts the pod readiness changes every node programmed;
+	// Pod50, Pod90, Pod99 and PodMax are the exact quantiles of their true
+	// latency (from the change to the end of the sync that programmed it)
+	// over every node.
+	PodChanges                  int
+	Pod50, Pod90, Pod99, PodMax time.Duration
+}
+
+// NodeResult is one node's part.
+type NodeResult struct {
+	Name, Pool string
+	sim.NodeStats
+	Restarts []time.Duration
+	// CPUPerHour is the CPU-seconds of syncing per node-hour: the syncs'
+	// virtual durations over the run's length.
+	CPUPerHour float64
+	// Runs, Programming and PodLatencies are kept for the world's own node
+	// and materialised nodes, and for every node with Options.KeepNodes.
+	Runs         []sim.SyncRecord
+	Programming  []sim.ProgrammingSample
+	PodLatencies []time.Duration
+	// Dataplane is a materialised node's dataplane at the end (the mode's
+	// Snapshot).
+	Dataplane string
+}
+
+// addNodes adds cluster.pools' other nodes to the world, each
+// materialised one with a fake dataplane of its own.
+func (r *replayer) addNodes(clk *vclock.Clock) error {
+	nodes := r.s.nodes
+	if len(nodes) < 2 {
+		return nil
+	}
+	r.nodeDPs = map[string]Dataplane{}
+	for _, n := range nodes[1:] {
+		rc := RunnerConfig(n.Proxy)
+		spec := sim.NodeSpec{Name: n.Name, Zone: n.Proxy.Zone, Runner: rc, Cost: n.Proxy.SyncCost.Model(),
+			WatchDelay: n.WatchDelay, Keep: r.opts.KeepNodes,
+			Endpoints: proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: rc.Generation == runner.Burst}}
+		if n.Materialize {
+			ns, err := r.s.NodeScenario(n.Name)
+			if err != nil {
+				return err
+			}
+			mode, ok := LookupMode(n.Proxy.Mode)
+			if !ok {
+				return fmt.Errorf("%s: node %s: mode %q is not registered", r.s.File, n.Name, n.Proxy.Mode)
+			}
+			dp, err := mode.Fake(ns, clk)
+			if err != nil {
+				return fmt.Errorf("%s: node %s: %w", r.s.File, n.Name, err)
+			}
+			r.nodeDPs[n.Name] = dp
+			spec.NewBackend = dp.NewBackend
+		}
+		if _, err := r.w.AddNode(spec); err != nil {
+			return fmt.Errorf("%s: %w", r.s.File, err)
+		}
+	}
+	return nil
+}
+
+func (r *replayer) closeNodes() {
+	for _, dp := range r.nodeDPs {
+		dp.Close()
+	}
+}
+
+// clusterSLI pools every node's samples up to the instant end.
+func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error) {
+	cfg := sli.Config{Nodes: len(s.nodes)}
+	agg := sli.New(cfg, end)
+	interval := agg.Config().ScrapeInterval
+	var seed uint64
+	if s.Cluster != nil && s.Cluster.Seed != nil {
+		seed = uint64(*s.Cluster.Seed)
+	}
+	for i, n := range s.nodes {
+		samples, restarts := w.Observations(), w.Restarts()
+		if i > 0 {
+			node, _ := w.Node(n.Name)
+			samples, restarts = node.Observations(), node.Restarts()
+		}
+		obs := make([]sli.Observation, 0, len(samples))
+		for _, p := range samples {
+			if p.At > end {
+				break
+			}
+			obs = append(obs, sli.Observation{At: p.At, Seconds: p.Value.Seconds()})
+		}
+		phase := time.Duration(math.Floor(float64(interval) * uniform(seed, i, 3)))
+		if err := agg.Add(sli.Node{Name: n.Name, Phase: phase, Observations: obs, Restarts: restarts}); err != nil {
+			return sli.Result{}, err
+		}
+	}
+	return agg.Result(), nil
+}
+
+// clusterResult sums up every node at the end of the replay.
+func (r *replayer) clusterResult() (*ClusterResult, error) {
+	s, w := r.s, r.w
+	end := w.Now()
+	res, err := clusterSLI(s, w, end)
+	if err != nil {
+		return nil, err
+	}
+	out := &ClusterResult{SLI: res}
+	for i, n := range s.nodes {
+		nr := NodeResult{Name: n.Name, Pool: n.Pool}
+		if i == 0 {
+			nr.NodeStats, nr.Restarts = w.Stats(), w.Restarts()
+			nr.Runs, nr.Programming, nr.PodLatencies = w.Syncs(), w.ProgrammingSamples(), w.PodLatencies()
+			if snap, err := r.dp.Snapshot(); err == nil {
+				nr.Dataplane = snap
+			}
+		} else {
+			node, _ := w.Node(n.Name)
+			nr.NodeStats, nr.Restarts = node.Stats(), node.Restarts()
+			nr.Runs, nr.Programming, nr.PodLatencies = node.Syncs(), node.ProgrammingSamples(), node.PodLatencies()
+			if dp := r.nodeDPs[n.Name]; dp != nil {
+				snap, err := dp.Snapshot()
+				if err != nil {
+					return nil, fmt.Errorf("node %s: %w", n.Name, err)
+				}
+				nr.Dataplane = snap
+			}
+		}
+		if end > 0 {
+			nr.CPUPerHour = nr.Busy.Seconds() / end.Hours()
+		}
+		out.Nodes = append(out.Nodes, nr)
+	}
+	pods := newCounted(w.PodLatencyCounts())
+	out.PodChanges = int(pods.total)
+	out.Pod50, out.Pod90, out.Pod99, out.PodMax = pods.quantile(0.5), pods.quantile(0.9), pods.quantile(0.99), pods.quantile(1)
+	return out, nil
+}
+
+// counted is a distribution of durations counted by value, sorted.
+type counted struct {
+	values []time.Duration
+	counts []int64
+	total  int64
+}
+
+func newCounted(m map[time.Duration]int64) counted {
+	var c counted
+	for v := range m {
+		c.values = append(c.values, v)
+	}
+	slices.Sort(c.values)
+	for _, v := range c.values {
+		c.counts = append(c.counts, m[v])
+		c.total += m[v]
+	}
+	return c
+}
+
+// quantile is the smallest value with at least q of the values at or
+// below it (0 for none).
+func (c counted) quantile(q float64) time.Duration {
+	if c.total == 0 {
+		return 0
+	}
+	rank := max(int64(math.Ceil(q*float64(c.total))), 1)
+	var seen int64
+	for i, k := range c.counts {
+		if seen += k; seen >= rank {
+			return c.values[i]
+		}
+	}
+	return c.values[len(c.values)-1]
+}
+
+// reportCluster writes the cluster's figures under a replay's line.
+func reportCluster(w io.Writer, c *ClusterResult) {
+	sl := c.SLI
+	fmt.Fprintf(w, "  cluster: %d nodes, %d programming samples\n", len(c.Nodes), sl.Samples)
+	fmt.Fprintf(w, "  SLI (as ClusterLoader2): perc50 %s, perc90 %s, perc99 %s; exact: p50 %s, p90 %s, p99 %s\n",
+		secondsText(sl.Perc50), secondsText(sl.Perc90), secondsText(sl.Perc99), secondsText(sl.True50), secondsText(sl.True90), secondsText(sl.True99))
+	fmt.Fprintf(w, "  true pod latency: %d changes programmed, p50 %v, p90 %v, p99 %v, max %v\n", c.PodChanges, c.Pod50, c.Pod90, c.Pod99, c.PodMax)
+	shown := c.Nodes
+	if len(shown) > 10 {
+		// The ten slowest by worst sample.
+		shown = slices.Clone(shown)
+		slices.SortStableFunc(shown, func(a, b NodeResult) int { return cmpDuration(b.Worst, a.Worst) })
+		shown = shown[:10]
+		fmt.Fprintf(w, "  the 10 nodes with the worst samples:\n")
+	}
+	for _, n := range shown {
+		fmt.Fprintf(w, "  node %s (%s): %d syncs (%d failed), %.1f CPU-s/node-hour, worst sample %v, worst pod %v, %d restarts\n",
+			n.Name, n.Pool, n.Syncs, n.FailedSyncs, n.CPUPerHour, n.Worst, n.WorstPod, len(n.Restarts))
+	}
+}
+
+func cmpDuration(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func secondsText(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return seconds(v)
+}
+
+// nodeStep acts on one node of cluster.pools: `node: {name: node-001,
+// restart: true}` or `node: {name: node-001, failSyncs: 2}`.
+type nodeStep struct {
+	Node *NodeAction `yaml:"node"`
+}
+
+// NodeAction is what a node step does.
+type NodeAction struct {
+	Name      string `yaml:"name"`
+	Restart   bool   `yaml:"restart"`
+	FailSyncs *int   `yaml:"failSyncs"`
+	Src       Src
+}
+
+func (n *nodeStep) Validate(v *Validator) {
+	a := n.Node
+	if a == nil {
+		return
+	}
+	found := false
+	for _, cn := range v.s.nodes {
+		found = found || cn.Name == a.Name
+	}
+	if !found {
+		v.Errorf(a.Src.At("name"), "no node %q in cluster.pools", a.Name)
+	}
+	if a.Restart == (a.FailSyncs != nil) {
+		v.Errorf(Pos{a.Src.Line, a.Src.Column, a.Src.Path}, "say one thing to do: restart: true or failSyncs: N")
+	}
+	if a.FailSyncs != nil && *a.FailSyncs < 1 {
+		v.Errorf(a.Src.At("failSyncs"), "want at least 1 failing sync, got %d", *a.FailSyncs)
+	}
+}
+
+func (n *nodeStep) Do(r *Run) error {
+	a := n.Node
+	if a == nil {
+		return nil
+	}
+	w := r.World()
+	node, other := w.Node(a.Name)
+	if !other && a.Name != w.Config().NodeName {
+		// A node replayed alone (Scenario.NodeScenario): another node's
+		// step is not this replay's.
+		r.Step("note", "", "node "+a.Name+" is not in this replay")
+		return nil
+	}
+	switch {
+	case a.Restart:
+		r.Step("restart", "node "+a.Name, "")
+		if other {
+			return node.Restart()
+		}
+		return w.Restart()
+	case a.FailSyncs != nil:
+		r.Step("fault", "node "+a.Name, fmt.Sprintf("next %d syncs fail", *a.FailSyncs))
+		if other {
+			node.FailSyncs(*a.FailSyncs)
+		} else {
+			w.FailSyncs(*a.FailSyncs)
+		}
+	}
+	return nil
+}
+
+// clusterExpect bounds the cluster's figures so far:
+//
+//	cluster:
+//	  programmingLatency: {p50: {max: 5s}, p90: ..., p99: {max: 30s}}   # the SLI as CL2 computes it
+//	  exactLatency: {p99: {max: 30s}}      # the exact quantiles of the same samples
+//	  podLatency: {p99: {max: 30s}}        # the true pod latency over every node
+//	  syncs: {atLeast: 1, atMost: 100}     # every node's sync count
+type clusterExpect struct {
+	Cluster *ClusterExpect `yaml:"cluster"`
+}
+
+// ClusterExpect is the cluster expectation.
+type ClusterExpect struct {
+	ProgrammingLatency *QuantileBounds `yaml:"programmingLatency"`
+	ExactLatency       *QuantileBounds `yaml:"exactLatency"`
+	PodLatency         *QuantileBounds `yaml:"podLatency"`
+	Syncs              *NodeCount      `yaml:"syncs"`
+	Src                Src
+}
+
+// QuantileBounds bounds p50, p90 and p99.
+type QuantileBounds struct {
+	P50 *Bound `yaml:"p50"`
+	P90 *Bound `yaml:"p90"`
+	P99 *Bound `yaml:"p99"`
+	Src Src
+}
+
+// Bound is {max: 30s} or {min: 1s} or both.
+type Bound struct {
+	Min *Duration `yaml:"min"`
+	Max *Duration `yaml:"max"`
+	Src Src
+}
+
+// NodeCount bounds a count of every node.
+type NodeCount struct {
+	AtLeast *int `yaml:"atLeast"`
+	AtMost  *int `yaml:"atMost"`
+	Src     Src
+}
+
+func init() {
+	RegisterAction(func() Action { return &nodeStep{} })
+	RegisterExpectation(func() Expectation { return &clusterExpect{} })
+}
+
+func (e *clusterExpect) Validate(v *Validator) {
+	c := e.Cluster
+	if c == nil {
+		return
+	}
+	if len(v.s.nodes) == 0 {
+		v.Errorf(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "a cluster expectation needs cluster.pools")
+	}
+	if c.ProgrammingLatency == nil && c.ExactLatency == nil && c.PodLatency == nil && c.Syncs == nil {
+		v.Errorf(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "say what to expect: programmingLatency, exactLatency, podLatency or syncs")
+	}
+	for _, q := range []*QuantileBounds{c.ProgrammingLatency, c.ExactLatency, c.PodLatency} {
+		if q == nil {
+			continue
+		}
+		if q.P50 == nil && q.P90 == nil && q.P99 == nil {
+			v.Errorf(Pos{q.Src.Line, q.Src.Column, q.Src.Path}, "say which quantile: p50, p90 or p99")
+		}
+		for _, b := range []*Bound{q.P50, q.P90, q.P99} {
+			if b == nil {
+				continue
+			}
+			if b.Min == nil && b.Max == nil {
+				v.Errorf(Pos{b.Src.Line, b.Src.Column, b.Src.Path}, "say min, max or both")
+			}
+			if b.Min != nil && b.Max != nil && *b.Max < *b.Min {
+				v.Errorf(b.Src.At("max"), "max is below min")
+			}
+		}
+	}
+	if s := c.Syncs; s != nil {
+		if s.AtLeast == nil && s.AtMost == nil {
+			v.Errorf(Pos{s.Src.Line, s.Src.Column, s.Src.Path}, "say atLeast, atMost or both")
+		}
+		if s.AtLeast != nil && s.AtMost != nil && *s.AtMost < *s.AtLeast {
+			v.Errorf(s.Src.At("atMost"), "atMost is below atLeast")
+		}
+	}
+}
+
+func (e *clusterExpect) Check(r *Run) {
+	c := e.Cluster
+	if c == nil {
+		return
+	}
+	s, w := r.r.s, r.World()
+	if len(s.nodes) == 0 {
+		return // one node replayed alone (Scenario.NodeScenario): no cluster to judge
+	}
+	if c.ProgrammingLatency != nil || c.ExactLatency != nil {
+		res, err := clusterSLI(s, w, w.Now())
+		if err != nil {
+			r.Fail(c.Src.At("programmingLatency"), "cluster.programmingLatency", "an SLI", err.Error())
+			return
+		}
+		checkQuantiles(r, "cluster.programmingLatency", c.ProgrammingLatency, [3]float64{res.Perc50, res.Perc90, res.Perc99})
+		checkQuantiles(r, "cluster.exactLatency", c.ExactLatency, [3]float64{res.True50, res.True90, res.True99})
+	}
+	if c.PodLatency != nil {
+		pods := newCounted(w.PodLatencyCounts())
+		q := [3]float64{math.NaN(), math.NaN(), math.NaN()}
+		if pods.total > 0 {
+			q = [3]float64{pods.quantile(0.5).Seconds(), pods.quantile(0.9).Seconds(), pods.quantile(0.99).Seconds()}
+		}
+		checkQuantiles(r, "cluster.podLatency", c.PodLatency, q)
+	}
+	if n := c.Syncs; n != nil {
+		counts := []int{w.Stats().Syncs}
+		names := []string{s.nodes[0].Name}
+		for _, node := range w.Nodes() {
+			counts = append(counts, node.Stats().Syncs)
+			names = append(names, node.Name())
+		}
+		for i, k := range counts {
+			if n.AtLeast != nil && k < *n.AtLeast {
+				r.Fail(n.Src.At("atLeast"), "cluster.syncs", fmt.Sprintf("every node at least %d", *n.AtLeast), fmt.Sprintf("%d on %s", k, names[i]))
+				break
+			}
+			if n.AtMost != nil && k > *n.AtMost {
+				r.Fail(n.Src.At("atMost"), "cluster.syncs", fmt.Sprintf("every node at most %d", *n.AtMost), fmt.Sprintf("%d on %s", k, names[i]))
+				break
+			}
+		}
+	}
+}
+
+func checkQuantiles(r *Run, what string, q *QuantileBounds, got [3]float64) {
+	if q == nil {
+		return
+	}
+	for i, b := range []*Bound{q.P50, q.P90, q.P99} {
+		if b == nil {
+			continue
+		}
+		key := []string{"p50", "p90", "p99"}[i]
+		v := got[i]
+		if math.IsNaN(v) {
+			r.Fail(q.Src.At(key), what+"."+key, "a value", "no samples")
+			continue
+		}
+		if b.Max != nil && v > b.Max.D().Seconds() {
+			r.Fail(b.Src.At("max"), what+"."+key, "at most "+b.Max.String(), seconds(v))
+		}
+		if b.Min != nil && v < b.Min.D().Seconds() {
+			r.Fail(b.Src.At("min"), what+"."+key, "at least "+b.Min.String(), seconds(v))
+		}
+	}
+}

@@ -1,0 +1,873 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/proxysim/proxysim/sim/proxy"
+	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/trace"
+)
+
+// A world's other nodes: every node of a cluster runs its own kube-proxy
+// on the world's clock, hearing what the world's own proxy hears.
+//
+// Each node's kube-proxy is what a world of its own would run for it: the
+// same events at the same instants (later by the node's watch delay), its
+// own runner, sync costs, failures and restarts. What a node needs to
+// decide when it syncs is small: its runner, the Service changes pending
+// (kube-proxy asks for a sync while any is), the trigger times pending,
+// and the size of the state a sync applies. That last depends only on how
+// many events the node has heard, since a sync applies all of them; one
+// reference proxier, applying every event at once, gives it for every
+// node. So a node that nobody looks inside (a light node) holds no
+// Service or EndpointSlice state at all.
+//
+// A node an expectation or a sample looks inside is materialised: a
+// follower world, a World without an API server of its own whose proxy
+// (proxier, runner, backend, dataplane) hears the events the world's
+// proxy hears. It is the world's own proxy code, so it is what a world of
+// its own gives.
+
+// NodeSpec describes one more node's kube-proxy.
+type NodeSpec struct {
+	Name string
+	Zone string
+	// Runner and Cost are the node's, as Config's (Cost's Speed and
+	// Jitter being the node's variation).
+	Runner runner.Config
+	Cost   CostModel
+	// WatchDelay delays every event the API server sends this node's
+	// informers by this long, in order (0: none).
+	WatchDelay time.Duration
+	// Endpoints tunes endpoint conversion (a materialised node's).
+	Endpoints proxy.EndpointSliceTrackerOptions
+	// NewBackend, if set, materialises the node: a whole proxier
+	// programs the backend it builds, with the follower world as w.
+	NewBackend func(w *World) (proxy.Backend, error)
+	// Keep keeps a light node's every sync record, sample and pod latency
+	// (Syncs, ProgrammingSamples, PodLatency) rather than counts alone. A
+	// materialised node keeps them all anyway.
+	Keep bool
+}
+
+// Node is one more node's kube-proxy in a world.
+type Node struct {
+	c    *cluster
+	spec NodeSpec
+	fw   *World // the follower world of a materialised node
+
+	// A light node's proxy: see lightSync.
+	runner      *runner.Runner
+	services    *proxy.ServiceChangeTracker
+	initialized bool
+	heard       int       // stream events heard
+	start       time.Time // when its proxy was built: older trigger times are not observed
+	pending     map[string][]time.Time
+	taken       map[string][]time.Time
+	gen         int // proxy generation: runs of a replaced runner fail
+	size        [2]int
+	runnerRuns  int
+	costFrom    int
+	failSyncs   int
+	cur         SyncRecord // the sync under way (End -1)
+	running     bool
+	// waiting are the pod changes it has not carried yet; carried those
+	// the sync under way carries.
+	waiting, carried []podRef
+	podCursor        int64
+
+	stats    NodeStats
+	syncs    []SyncRecord
+	samples  []ProgrammingSample // with Keep
+	obs      []Observation
+	podLat   map[string]time.Duration // with Keep
+	podVals  []time.Duration          // with Keep
+	restarts []time.Duration
+}
+
+// Observation is one network_programming_duration observation without
+// its Service: what every node keeps for the SLI.
+type Observation struct {
+	At, Value time.Duration
+}
+
+// NodeStats are what a node's kube-proxy did, kept for every node.
+type NodeStats struct {
+	Syncs, FailedSyncs int
+	// Busy is the sum of the syncs' durations: the CPU time of syncing.
+	Busy time.Duration
+	// Samples counts network_programming_duration observations; Worst is
+	// the largest, WorstPod the largest true pod latency.
+	Samples         int
+	Worst, WorstPod time.Duration
+}
+
+// cluster is a world's other nodes and what they share.
+type cluster struct {
+	w       *World
+	nodes   []*Node
+	byName  map[string]*Node
+	started bool
+
+	// ref applies every event the world's proxy hears at once: the size
+	// of the state after any number of events.
+	ref     *proxy.Proxier
+	stream  []streamEvent // events from base on
+	base    int
+	head    int    // events so far
+	initial [2]int // the size before any
+
+	// Pod readiness as the slices heard show it (programming.view's rule),
+	// and each pod's latest readiness change.
+	watched bool
+	view    map[string]int
+	latest  map[string]*podState
+	podLog  []podRef // changes in order, from podBase on
+	podBase int64
+	podSeq  int64
+	touched []string // pods whose view count the event being applied changed
+	// podCounts counts the light nodes' pod latencies by value.
+	podCounts map[time.Duration]int64
+}
+
+// streamEvent is one event the world's proxy heard, with what every node
+// makes of it worked out once.
+type streamEvent struct {
+	ev  informerEvent
+	svc types.NamespacedName // a Service's
+	// prev and cur are a Service event's two states as ServicePorts.
+	prev, cur proxy.ServicePortMap
+	// A slice event: whether it changes what a proxy has pending, its
+	// Service ("namespace/name"; "" when it has no trigger bookkeeping),
+	// and its trigger time.
+	sliceChanged bool
+	svcKey       string
+	remove       bool
+	trigger      time.Time
+	size         [2]int // the reference's size after it
+}
+
+type podState struct {
+	seq     int64
+	at      time.Duration
+	ready   bool
+	visible int // stream events after which the slices show it; -1 until
+}
+
+type podRef struct {
+	key string
+	seq int64
+}
+
+// AddNode adds a node's kube-proxy to the world, before Start: it starts
+// with the world's proxy.
+func (w *World) AddNode(spec NodeSpec) (*Node, error) {
+	if w.started || w.rv > 0 {
+		return nil, fmt.Errorf("sim: AddNode after the world's first write or Start: a node hears every write")
+	}
+	if spec.Name == "" || spec.Name == w.cfg.NodeName {
+		return nil, fmt.Errorf("sim: node name %q empty or the world's own", spec.Name)
+	}
+	if w.cluster == nil {
+		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{},
+			podCounts: map[time.Duration]int64{}}
+		w.cluster.ref = proxy.NewProxier(w.cfg.Family, "", "", refBackend{}, proxy.EndpointSliceTrackerOptions{})
+	}
+	c := w.cluster
+	if c.byName[spec.Name] != nil {
+		return nil, fmt.Errorf("sim: node %q added twice", spec.Name)
+	}
+	if spec.Runner.Generation == 0 {
+		spec.Runner.Generation = runner.Cooldown
+	}
+	if spec.Runner.MaxInterval == 0 {
+		spec.Runner.MaxInterval = 30 * time.Second
+	}
+	if err := spec.Runner.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: node %s: %w", spec.Name, err)
+	}
+	n := &Node{c: c, spec: spec}
+	if spec.NewBackend != nil {
+		fcfg := Config{Runner: spec.Runner, NodeName: spec.Name, Zone: spec.Zone, Family: w.cfg.Family,
+			Cost: spec.Cost, ResyncPeriod: -1, NewBackend: spec.NewBackend, Start: w.cfg.Start, Clock: w.Clock,
+			Endpoints: spec.Endpoints}
+		fw, err := NewWorld(fcfg)
+		if err != nil {
+			return nil, fmt.Errorf("sim: node %s: %w", spec.Name, err)
+		}
+		fw.started = true
+		n.fw = fw
+	} else if spec.Cost.Work != nil {
+		return nil, fmt.Errorf("sim: node %s: a cost of the sync's work needs the node materialised (NewBackend)", spec.Name)
+	}
+	if spec.Keep {
+		n.podLat = map[string]time.Duration{}
+	}
+	c.nodes = append(c.nodes, n)
+	c.byName[spec.Name] = n
+	return n, nil
+}
+
+// Nodes lists the world's other nodes in the order they were added.
+func (w *World) Nodes() []*Node {
+	if w.cluster == nil {
+		return nil
+	}
+	return w.cluster.nodes
+}
+
+// Node finds another node by name.
+func (w *World) Node(name string) (*Node, bool) {
+	if w.cluster == nil {
+		return nil, false
+	}
+	n, ok := w.cluster.byName[name]
+	return n, ok
+}
+
+// refBackend programs nothing: the reference proxier only counts.
+type refBackend struct{}
+
+func (refBackend) Sync(*proxy.SyncState) error { return nil }
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.spec.Name }
+
+// Spec is the node's description.
+func (n *Node) Spec() NodeSpec { return n.spec }
+
+// Materialised reports whether the node has a whole proxier and dataplane.
+func (n *Node) Materialised() bool { return n.fw != nil }
+
+// Follower is a materialised node's world (its trace, backend and
+// samples); nil for a light node.
+func (n *Node) Follower() *World { return n.fw }
+
+// Syncs lists the node's syncs: a materialised node's always, a light
+// node's if it keeps them (NodeSpec.Keep).
+func (n *Node) Syncs() []SyncRecord {
+	if n.fw != nil {
+		return n.fw.Syncs()
+	}
+	return append([]SyncRecord(nil), n.syncs...)
+}
+
+// ProgrammingSamples lists the node's network_programming_duration
+// observations (a light node's only if it keeps them).
+func (n *Node) ProgrammingSamples() []ProgrammingSample {
+	if n.fw != nil {
+		return n.fw.ProgrammingSamples()
+	}
+	return n.samples
+}
+
+// Observations lists the instants and values of the node's samples,
+// kept for every node: what the SLI pools.
+func (n *Node) Observations() []Observation {
+	if n.fw != nil {
+		return n.fw.Observations()
+	}
+	return n.obs
+}
+
+// Observations is Node.Observations for the world's own proxy.
+func (w *World) Observations() []Observation {
+	out := make([]Observation, len(w.prog.samples))
+	for i, p := range w.prog.samples {
+		out[i] = Observation{At: p.At, Value: p.Value}
+	}
+	return out
+}
+
+// PodLatency is World.PodLatency for the node (a light node's only if it
+// keeps them).
+func (n *Node) PodLatency(key string) (time.Duration, bool) {
+	if n.fw != nil {
+		return n.fw.PodLatency(key)
+	}
+	d, ok := n.podLat[key]
+	return d, ok
+}
+
+// PodLatencies lists every true pod latency the node measured, in the
+// order its syncs measured them (a light node's only if it keeps them).
+func (n *Node) PodLatencies() []time.Duration {
+	if n.fw != nil {
+		return n.fw.PodLatencies()
+	}
+	return n.podVals
+}
+
+// PodLatencyCounts counts the true pod latencies measured by the world's
+// proxy and every node, by value: the exact distribution over the cluster.
+func (w *World) PodLatencyCounts() map[time.Duration]int64 {
+	out := map[time.Duration]int64{}
+	for _, d := range w.PodLatencies() {
+		out[d]++
+	}
+	if w.cluster == nil {
+		return out
+	}
+	for d, k := range w.cluster.podCounts {
+		out[d] += k
+	}
+	for _, n := range w.cluster.nodes {
+		if n.fw != nil {
+			for _, d := range n.fw.PodLatencies() {
+				out[d]++
+			}
+		}
+	}
+	return out
+}
+
+// Restarts lists the instants the node's kube-proxy restarted.
+func (n *Node) Restarts() []time.Duration { return n.restarts }
+
+// Stats sums up what the node's kube-proxy did.
+func (n *Node) Stats() NodeStats {
+	if n.fw != nil {
+		return n.fw.Stats()
+	}
+	return n.stats
+}
+
+// Stats sums up what the world's proxy did, as Node.Stats does a node's.
+func (w *World) Stats() NodeStats {
+	var s NodeStats
+	for _, r := range w.syncs {
+		s.Syncs++
+		if r.End < 0 {
+			continue
+		}
+		if r.Err != "" {
+			s.FailedSyncs++
+		}
+		s.Busy += r.End - r.Start
+	}
+	for _, p := range w.prog.samples {
+		s.Samples++
+		s.Worst = max(s.Worst, p.Value)
+	}
+	for _, d := range w.PodLatencies() {
+		s.WorstPod = max(s.WorstPod, d)
+	}
+	return s
+}
+
+// FailSyncs is World.FailSyncs for the node.
+func (n *Node) FailSyncs(k int) {
+	if n.fw != nil {
+		n.fw.FailSyncs(k)
+		return
+	}
+	n.failSyncs += max(k, 0)
+}
+
+// Restart restarts the node's kube-proxy, as World.Restart does the
+// world's: it lists what its informers would now and syncs once.
+func (n *Node) Restart() error {
+	if !n.c.started {
+		return fmt.Errorf("node %s: the world has not started", n.spec.Name)
+	}
+	n.restarts = append(n.restarts, n.c.w.Now())
+	if n.fw != nil {
+		fw := n.fw
+		fw.Trace.Add(trace.Event{Kind: trace.Note, Detail: "proxy restart"})
+		fw.stopSub(fw.psub)
+		p, err := fw.newProxy()
+		if err != nil {
+			return err
+		}
+		fw.proxy = p
+		fw.psub.c = p
+		n.heard = n.c.head
+		return fw.followStart(n.c.listing())
+	}
+	n.runner.Stop()
+	if n.running {
+		// The run under way never ends, as the world's own does not: its
+		// record stays open and what it carried is lost.
+		if n.spec.Keep {
+			n.syncs = append(n.syncs, n.cur)
+		}
+		n.running = false
+		n.carried = shrink(n.carried[:0])
+	}
+	n.gen++
+	n.heard = n.c.head
+	return n.lightStart()
+}
+
+// PodLatencies lists the latency of every pod readiness change the
+// world's proxy programmed, in the order its syncs did (each sync's by pod
+// name).
+func (w *World) PodLatencies() []time.Duration { return w.prog.measured }
+
+// listing is what a proxy starting now lists: every object the world's
+// proxy holds, as informers' initial adds in their canonical order.
+func (c *cluster) listing() []informerEvent {
+	var evs []informerEvent
+	if c.w.psub.inst != nil {
+		for _, ev := range c.w.psub.inst.snapshot(false) {
+			evs = append(evs, informerEvent{kind: ev.kind, op: "add", obj: ev.obj})
+		}
+	}
+	return evs
+}
+
+// start starts every node, right after the world's proxy started.
+func (c *cluster) start() error {
+	c.started = true
+	if err := c.ref.OnServicesSynced(); err != nil {
+		return err
+	}
+	if err := c.ref.OnEndpointSlicesSynced(); err != nil {
+		return err
+	}
+	sp, ep := c.ref.Size()
+	c.initial = [2]int{sp, ep}
+	var list []informerEvent
+	for _, n := range c.nodes {
+		if n.fw != nil {
+			if list == nil {
+				list = c.listing()
+			}
+			if err := n.fw.followStart(list); err != nil {
+				return fmt.Errorf("node %s: %w", n.spec.Name, err)
+			}
+			continue
+		}
+		if err := n.lightStart(); err != nil {
+			return fmt.Errorf("node %s: %w", n.spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// followStart starts a follower world's proxy as startSub starts a
+// world's, with the listing given instead of its own informers'.
+func (w *World) followStart(list []informerEvent) error {
+	s := w.psub
+	if err := s.c.(Lifecycle).Start(); err != nil {
+		return err
+	}
+	for _, ev := range list {
+		w.pending = append(w.pending, delivery{sub: s, ev: ev})
+	}
+	if err := w.drain(); err != nil {
+		return err
+	}
+	for _, k := range s.kinds {
+		w.Trace.Add(trace.Event{Kind: trace.Synced, Object: k.name})
+		if err := s.c.OnSynced(k.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow hands a follower world's proxy one event.
+func (w *World) follow(ev informerEvent) {
+	w.pending = append(w.pending, delivery{sub: w.psub, ev: ev})
+	w.keep(w.drain())
+}
+
+// heard takes an event the world's proxy just heard. During the world's
+// own start (listing) it only builds the starting state; a restart's
+// listing is the world's proxy's alone.
+func (c *cluster) heard(ev informerEvent, listing bool) {
+	if listing {
+		if !c.started {
+			c.apply(ev)
+			c.viewChanged()
+		}
+		return
+	}
+	se := c.apply(ev)
+	c.head++
+	se.size = c.sizeNow()
+	c.stream = append(c.stream, se)
+	c.viewChanged()
+	idx := c.head - 1
+	for _, n := range c.nodes {
+		if n.spec.WatchDelay > 0 {
+			c.w.Clock.AfterFunc(n.spec.WatchDelay, func() { n.hear(idx) })
+			continue
+		}
+		n.hear(idx)
+	}
+	c.trim()
+}
+
+func (c *cluster) sizeNow() [2]int {
+	if err := c.ref.SyncProxyRules(); err != nil {
+		c.w.keep(err)
+	}
+	sp, ep := c.ref.Size()
+	return [2]int{sp, ep}
+}
+
+// sizeAt is the state's size after k events.
+func (c *cluster) sizeAt(k int) [2]int {
+	if k == 0 {
+		return c.initial
+	}
+	return c.stream[k-1-c.base].size
+}
+
+// trim forgets the events every node has heard, but the last (sizeAt
+// reads it).
+func (c *cluster) trim() {
+	low := c.head
+	for _, n := range c.nodes {
+		low = min(low, n.heard)
+	}
+	if drop := low - 1 - c.base; drop > 64 && drop*2 > len(c.stream) {
+		c.stream = slices.Clone(c.stream[drop:])
+		c.base += drop
+	}
+}
+
+// apply feeds the reference proxier and works out the event's meaning.
+func (c *cluster) apply(ev informerEvent) streamEvent {
+	se := streamEvent{ev: ev}
+	obj, old := asObject(ev.obj), asObject(ev.old)
+	same := ev.op == "update" && identical(ev.old, ev.obj)
+	family := c.w.cfg.Family
+	switch o := obj.(type) {
+	case *v1.Service:
+		se.svc = types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+		switch ev.op {
+		case "add":
+			se.cur = proxy.ServicePorts(o, family)
+			c.ref.OnServiceAdd(o)
+		case "update":
+			se.prev, se.cur = proxy.ServicePorts(old.(*v1.Service), family), proxy.ServicePorts(o, family)
+			if same {
+				se.prev = se.cur
+			}
+			c.ref.OnServiceUpdate(old.(*v1.Service), o)
+		case "delete":
+			se.prev = proxy.ServicePorts(o, family)
+			c.ref.OnServiceDelete(o)
+		}
+	case *discovery.EndpointSlice:
+		var err error
+		se.remove = ev.op == "delete"
+		switch ev.op {
+		case "add":
+			err = c.ref.OnEndpointSliceAdd(o)
+		case "update":
+			err = c.ref.OnEndpointSliceUpdate(old.(*discovery.EndpointSlice), o)
+		case "delete":
+			err = c.ref.OnEndpointSliceDelete(o)
+		}
+		se.sliceChanged = err == nil && c.ref.LastSliceChanged()
+		if string(o.AddressType) != string(family) {
+			break
+		}
+		if c.watched {
+			if os, ok := old.(*discovery.EndpointSlice); ok {
+				c.count(os, -1)
+			} else if se.remove {
+				c.count(o, -1)
+			}
+			if !se.remove {
+				c.count(o, 1)
+			}
+		}
+		// programmingSlice's rules, the proxy's start aside.
+		svc := o.Labels[discovery.LabelServiceName]
+		if svc == "" || o.Name == "" || same {
+			break
+		}
+		se.svcKey = o.Namespace + "/" + svc
+		if se.remove {
+			break
+		}
+		if ann, ok := o.Annotations[v1.EndpointsLastChangeTriggerTime]; ok {
+			if t, err := time.Parse(time.RFC3339Nano, ann); err == nil {
+				se.trigger = t
+			}
+		}
+	}
+	return se
+}
+
+func (c *cluster) count(s *discovery.EndpointSlice, d int) {
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		if e.TargetRef == nil || e.TargetRef.Kind != "Pod" || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
+			continue
+		}
+		k := e.TargetRef.Namespace + "/" + e.TargetRef.Name
+		if c.view[k] += d; c.view[k] == 0 {
+			delete(c.view, k)
+		}
+		c.touched = append(c.touched, k)
+	}
+}
+
+// viewChanged marks visible the pod changes the slices now show.
+func (c *cluster) viewChanged() {
+	for _, k := range c.touched {
+		c.checkVisible(k)
+	}
+	c.touched = c.touched[:0]
+}
+
+func (c *cluster) checkVisible(key string) {
+	p := c.latest[key]
+	if p != nil && p.visible < 0 && (c.view[key] > 0) == p.ready {
+		p.visible = c.head
+	}
+}
+
+// podWrite follows a pod write as programmingPod does.
+func (c *cluster) podWrite(cur, obj any, deleted bool) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	c.watched = true
+	ready := !deleted && podServes(pod)
+	was := false
+	if p, ok := cur.(*v1.Pod); ok {
+		was = podServes(p)
+	}
+	if ready == was && cur != nil {
+		return
+	}
+	if cur == nil && !ready {
+		return
+	}
+	key := pod.Namespace + "/" + pod.Name
+	c.podSeq++
+	c.latest[key] = &podState{seq: c.podSeq, at: c.w.Now(), ready: ready, visible: -1}
+	c.podLog = append(c.podLog, podRef{key: key, seq: c.podSeq})
+	c.checkVisible(key)
+	if len(c.podLog) > 1024 {
+		low := c.podSeq
+		for _, n := range c.nodes {
+			low = min(low, n.podCursor)
+		}
+		if drop := low - c.podBase; drop*2 > int64(len(c.podLog)) {
+			c.podLog = slices.Clone(c.podLog[drop:])
+			c.podBase += drop
+		}
+	}
+}
+
+// hear hands a node the stream's event idx.
+func (n *Node) hear(idx int) {
+	if idx < n.heard {
+		return // listed since: a restart's informers start after it
+	}
+	n.heard = idx + 1
+	se := &n.c.stream[idx-n.c.base]
+	if n.fw != nil {
+		n.fw.follow(se.ev)
+		return
+	}
+	if !n.initialized {
+		return
+	}
+	if se.ev.kind.name == "Service" {
+		if n.services.UpdatePorts(se.svc, se.prev, se.cur) {
+			n.runner.Run()
+		}
+		return
+	}
+	if se.svcKey != "" {
+		if se.remove {
+			delete(n.pending, se.svcKey)
+		} else if !se.trigger.IsZero() && se.trigger.After(n.start) {
+			n.pending[se.svcKey] = append(n.pending[se.svcKey], se.trigger)
+		}
+	}
+	if se.sliceChanged {
+		n.runner.Run()
+	}
+}
+
+// lightStart builds and starts a light node's proxy: a new runner and
+// trackers, the listing (which leaves nothing pending once the initial
+// sync took it), then the initial direct sync.
+func (n *Node) lightStart() error {
+	w := n.c.w
+	gen := n.gen
+	r, err := runner.New(n.spec.Runner, w.Clock, func() error { return n.lightSync(gen) }, nodeObserver{n})
+	if err != nil {
+		return err
+	}
+	n.runner = r
+	n.services = proxy.NewServiceChangeTracker(w.cfg.Family)
+	n.pending, n.taken = map[string][]time.Time{}, nil
+	n.start = w.Clock.Now()
+	n.initialized = false
+	n.size = [2]int{}
+	r.StartVirtual(n.cost)
+	n.initialized = true
+	n.syncStarted("initial")
+	n.services.DropPending()
+	n.size = n.c.sizeAt(n.heard)
+	n.cur.Work = SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
+	n.syncFinished(nil)
+	return nil
+}
+
+// lightSync is a light node's sync: it applies what is pending, which
+// for a node without state is forgetting it.
+func (n *Node) lightSync(gen int) error {
+	if gen != n.gen {
+		return fmt.Errorf("proxy was restarted")
+	}
+	if n.failSyncs > 0 {
+		n.failSyncs--
+		n.cur.Work = SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
+		return ErrInjectedSyncFailure
+	}
+	if n.initialized {
+		n.services.DropPending()
+		n.size = n.c.sizeAt(n.heard)
+	}
+	n.cur.Work = SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
+	return nil
+}
+
+// cost is proxyConsumer.cost for a light node.
+func (n *Node) cost() time.Duration {
+	c := n.spec.Cost
+	var d time.Duration
+	if len(c.Runs) > 0 {
+		i := min(max(n.runnerRuns-n.costFrom-1, 0), len(c.Runs)-1)
+		d = c.Runs[i]
+	} else {
+		d = c.CostOf(n.cur.Work)
+	}
+	return c.vary(d, n.runnerRuns)
+}
+
+type nodeObserver struct{ n *Node }
+
+func (nodeObserver) Requested(time.Time)                          {}
+func (nodeObserver) Deferred(time.Time, runner.Reason, time.Time) {}
+func (nodeObserver) Dropped(time.Time, runner.Reason)             {}
+func (o nodeObserver) Started(_ time.Time, why runner.Reason) {
+	o.n.runnerRuns++
+	o.n.syncStarted(string(why))
+}
+func (o nodeObserver) Finished(_ time.Time, err error) { o.n.syncFinished(err) }
+
+// syncStarted and syncFinished are the world's, for a light node.
+func (n *Node) syncStarted(why string) {
+	n.stats.Syncs++
+	n.cur = SyncRecord{N: n.stats.Syncs, Why: why, Start: n.c.w.Now(), End: -1}
+	n.running = true
+	if len(n.pending) == 0 {
+		n.taken = nil
+	} else {
+		n.taken, n.pending = n.pending, map[string][]time.Time{}
+	}
+	// The pod changes this sync carries: those the slices it applies show.
+	c := n.c
+	for ; n.podCursor < c.podSeq; n.podCursor++ {
+		n.waiting = append(n.waiting, c.podLog[n.podCursor-c.podBase])
+	}
+	kept := n.waiting[:0]
+	for _, r := range n.waiting {
+		p := c.latest[r.key]
+		switch {
+		case p.seq != r.seq:
+		case p.visible >= 0 && p.visible <= n.heard:
+			n.carried = append(n.carried, r)
+		default:
+			kept = append(kept, r)
+		}
+	}
+	clear(n.waiting[len(kept):])
+	n.waiting = shrink(kept)
+}
+
+func (n *Node) syncFinished(err error) {
+	now := n.c.w.Now()
+	r := n.cur
+	r.End = now
+	n.running = false
+	n.stats.Busy += r.End - r.Start
+	if err != nil {
+		r.Err = err.Error()
+		n.stats.FailedSyncs++
+	}
+	if n.spec.Keep {
+		n.syncs = append(n.syncs, r)
+	}
+	if err == nil && len(n.taken) > 0 {
+		keys := make([]string, 0, len(n.taken))
+		for k := range n.taken {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		nowT := n.c.w.Clock.Now()
+		for _, k := range keys {
+			for _, t := range n.taken[k] {
+				v := nowT.Sub(t)
+				if n.spec.Keep {
+					n.samples = append(n.samples, ProgrammingSample{At: now, Service: k, Value: v})
+				}
+				n.obs = append(n.obs, Observation{At: now, Value: v})
+				n.stats.Samples++
+				n.stats.Worst = max(n.stats.Worst, v)
+			}
+		}
+	}
+	n.taken = nil
+	slices.SortFunc(n.carried, func(a, b podRef) int { return strings.Compare(a.key, b.key) })
+	for _, ref := range n.carried {
+		p := n.c.latest[ref.key]
+		if p.seq != ref.seq {
+			continue // changed again meanwhile: that change is the one to carry
+		}
+		if err != nil {
+			n.waiting = append(n.waiting, ref)
+			continue
+		}
+		d := now - p.at
+		n.c.podCounts[d]++
+		n.stats.WorstPod = max(n.stats.WorstPod, d)
+		if n.spec.Keep {
+			n.podVals = append(n.podVals, d)
+			n.podLat[ref.key] = d
+		}
+	}
+	n.carried = shrink(n.carried[:0])
+}
+
+// closeNodes stops every node's timers.
+func (c *cluster) close() {
+	for _, n := range c.nodes {
+		if n.fw != nil {
+			n.fw.Close()
+		} else if n.runner != nil {
+			n.runner.Stop()
+		}
+	}
+}
+
+// shrink lets go of a list's spare room once it is mostly empty: a node
+// that once waited for thousands of pod changes keeps no room for them.
+func shrink(l []podRef) []podRef {
+	if cap(l) > 64 && cap(l) > 4*len(l) {
+		return slices.Clone(l)
+	}
+	return l
+}

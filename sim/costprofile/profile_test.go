@@ -1,0 +1,145 @@
+package costprofile
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxysim/proxysim/sim"
+)
+
+func handProfile(t *testing.T) *Profile {
+	t.Helper()
+	data, err := os.ReadFile("../../scenarios/testdata/features/profiles/hand.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func iptWork(full bool, saved, natLines int) sim.SyncWork {
+	return sim.SyncWork{ServicePorts: 1, Endpoints: 3, Full: full, IPTables: &sim.IPTablesWork{
+		Restores: 1, NAT: sim.RestoreSection{Lines: natLines}, Saves: 1, SavedLines: saved,
+	}}
+}
+
+func TestKindOf(t *testing.T) {
+	for _, c := range []struct {
+		w    sim.SyncWork
+		want Kind
+	}{
+		{iptWork(false, 100, 100), Partial},
+		{iptWork(true, 10, 100), FullNew},
+		{iptWork(true, 90, 100), FullRestart},
+		{sim.SyncWork{Full: true, IPTables: &sim.IPTablesWork{NAT: sim.RestoreSection{Lines: 100}}}, FullRestart},
+		{sim.SyncWork{Full: true, NFTables: &sim.NFTablesWork{ObjectsListed: 20, ChainsRewritten: 400}}, FullNew},
+		{sim.SyncWork{Full: true, NFTables: &sim.NFTablesWork{ObjectsListed: 900, ChainsRewritten: 400}}, FullRestart},
+	} {
+		if got := KindOf(c.w); got != c.want {
+			t.Errorf("KindOf(%v) = %s, want %s", c.w, got, c.want)
+		}
+	}
+}
+
+// The hand profile's partial nft sync: 200ms restore + 50ms listing + 10ms
+// per service port or endpoint of compute; its full sync into an empty
+// table 100ms + 50ms, no compute term for full syncs.
+func TestSyncCostAddsTheTerms(t *testing.T) {
+	p := handProfile(t)
+	nft, err := p.Mode(IPTablesNFT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nft.SyncCost(iptWork(false, 50, 50)); got != 290*time.Millisecond {
+		t.Errorf("partial: %v, want 290ms", got)
+	}
+	if got := nft.SyncCost(iptWork(true, 5, 50)); got != 150*time.Millisecond {
+		t.Errorf("full into an empty table: %v, want 150ms", got)
+	}
+	// No restart term: the new node's stands in.
+	if got := nft.SyncCost(iptWork(true, 50, 50)); got != 150*time.Millisecond {
+		t.Errorf("restart: %v, want 150ms", got)
+	}
+	// Another mode's work costs nothing here.
+	if got := nft.SyncCost(sim.SyncWork{NFTables: &sim.NFTablesWork{}}); got != 0 {
+		t.Errorf("nftables work on the iptables part: %v", got)
+	}
+	if _, err := p.Mode(NFTables); err == nil || !strings.Contains(err.Error(), "has no nftables part") {
+		t.Errorf("missing part: %v", err)
+	}
+}
+
+func TestParseNamesTheField(t *testing.T) {
+	good, err := os.ReadFile("../../scenarios/testdata/features/profiles/hand.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"measure": "size"`, `"measure": "sizes"`, `modes[0].compute[0].measure: unknown "sizes"`},
+		{`"kind": "listing"`, `"kind": "partial"`, `modes[0].kernel[2].kind: partial twice`},
+		{`"dataplane": "iptables-legacy"`, `"dataplane": "ebpf"`, `modes[1].dataplane: unknown "ebpf"`},
+		{`"params": [0.7, 0]`, `"params": [0.7]`, `modes[1].kernel[0].curve: form linear takes 2 params`},
+		{`"computeSource"`, `"computeSauce"`, `unknown field "computeSauce"`},
+	} {
+		bad := strings.Replace(string(good), c.from, c.to, 1)
+		if bad == string(good) {
+			t.Fatalf("%q not in the hand profile", c.from)
+		}
+		_, err := Parse([]byte(bad))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s -> %s: %v, want %q", c.from, c.to, err, c.want)
+		}
+	}
+}
+
+func TestMarshalRoundTrips(t *testing.T) {
+	p := handProfile(t)
+	b, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := q.Marshal()
+	if string(b) != string(b2) {
+		t.Errorf("not stable:\n%s\n%s", b, b2)
+	}
+}
+
+// The built-in default profile loads, says what it was measured on, and
+// has the four kernel terms of each dataplane calibrate measures, each
+// with its points.
+func TestDefaultProfile(t *testing.T) {
+	p, err := Named("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Machine
+	if m.CPU == "" || m.Cores == 0 || m.Kernel == "" || m.IPTables == "" || m.NFT == "" || m.Go == "" || m.Date == "" || m.Emulated {
+		t.Errorf("machine: %+v", m)
+	}
+	for _, d := range []string{IPTablesNFT, IPTablesLegacy, NFTables} {
+		mp, err := p.Mode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []Kind{FullNew, FullRestart, Partial, Listing} {
+			if tm := term(mp.Kernel, k); tm == nil || len(tm.Points) < 4 {
+				t.Errorf("%s %s: no term or too few points", d, k)
+			}
+		}
+		if len(mp.HeldOut) == 0 {
+			t.Errorf("%s: no held-out errors", d)
+		}
+	}
+	if _, err := Named("nosuch"); err == nil || !strings.Contains(err.Error(), "built in: default") {
+		t.Errorf("unknown name: %v", err)
+	}
+}
