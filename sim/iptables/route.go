@@ -96,15 +96,8 @@ func RouteWith(rs Ruleset, local []net.IP, pkt Packet, h History) (Shares, map[s
 			out.Add(b.Verdict, b.W)
 			continue
 		}
-		hook := "OUTPUT"
-		if !isLocal {
-			hook = "FORWARD"
-			if t.isLocal(b.Path.Dst) {
-				hook = "INPUT"
-			}
-		}
 		b.Path.Filter = true
-		filter, err := t.chain("filter", hook, b.Path, b.W, 0)
+		filter, err := t.chain("filter", t.filterHook(isLocal, b.Path.Dst), b.Path, b.W, 0)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -211,15 +204,8 @@ func routeMasquerade(t *Walker) (Shares, Shares, error) {
 			out.Add(b.Verdict, b.W)
 			continue
 		}
-		hook := "OUTPUT"
-		if !isLocal {
-			hook = "FORWARD"
-			if t.isLocal(b.Path.Dst) {
-				hook = "INPUT"
-			}
-		}
 		b.Path.Filter = true
-		filter, err := t.chain("filter", hook, b.Path, b.W, 0)
+		filter, err := t.chain("filter", t.filterHook(isLocal, b.Path.Dst), b.Path, b.W, 0)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -312,6 +298,19 @@ func (t *Walker) Chain(table, name string, p Path, w *big.Rat) ([]Branch, error)
 
 // IsLocal reports whether ip is the node's (loopback or one of Local).
 func (t *Walker) IsLocal(ip net.IP) bool { return t.isLocal(ip) }
+
+// filterHook is the filter chain a packet meets after nat: OUTPUT when the
+// node sent it, INPUT when its (translated) destination is the node's own,
+// FORWARD otherwise.
+func (t *Walker) filterHook(fromLocal bool, dst net.IP) string {
+	switch {
+	case fromLocal:
+		return "OUTPUT"
+	case t.isLocal(dst):
+		return "INPUT"
+	}
+	return "FORWARD"
+}
 
 func (t *Walker) isLocal(ip net.IP) bool {
 	if ip.IsLoopback() {
