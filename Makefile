@@ -181,7 +181,7 @@ realcp:
 
 .PHONY: calibrate
 ## calibrate: measure a cost profile on this machine (root; ≤ 10 min here): profile.json and profile.svg.
-## CI: make calibrate CALIBRATE_ARGS='--quick --max-self-error 0.35' (66 s here; fails when the profile misses its own points)
+## CI: make calibrate CALIBRATE_ARGS='--quick --max-self-error 0.5' (66 s here; fails when the profile misses its own points)
 calibrate:
 	bash netns/hostdeps.sh
 	CGO_ENABLED=0 $(GO) run ./cmd/proxysim calibrate $(CALIBRATE_ARGS)

@@ -35,7 +35,7 @@ per dataplane and kind (docs/cost-profiles.md), and writes the profile
 points. IPVS is refused: this host has no ip_vs, and the VM's kernel is an
 emulator's, whose timings say nothing about a node.
 
---quick measures fewer, smaller clusters, twice each (CI: under 2 minutes);
+--quick measures fewer, smaller clusters, three times each (CI: under 2 minutes);
 --max-self-error fails (exit 1) when the profile's median error on its own
 points exceeds it for any dataplane and kind.`,
 		Args: cobra.NoArgs,
@@ -96,13 +96,13 @@ points exceeds it for any dataplane and kind.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "fewer, smaller clusters, twice each (CI)")
+	f.BoolVar(&quick, "quick", false, "fewer, smaller clusters, three times each (CI)")
 	f.StringVarP(&out, "output", "o", "profile.json", "the profile file to write")
 	f.StringVar(&svg, "svg", "profile.svg", "the plot to write (empty: none)")
 	f.StringVar(&name, "name", "calibrated", "the profile's name")
 	f.StringSliceVar(&dataplanes, "dataplane", nil, "dataplanes to measure: iptables-nft, iptables-legacy, nftables (default all three)")
 	f.StringSliceVar(&shapes, "shapes", nil, "clusters to measure, SERVICESxENDPOINTS each (default: calibrate's own list)")
-	f.IntVar(&repeats, "repeats", 0, "how many times each point is measured (default 3, --quick 2)")
+	f.IntVar(&repeats, "repeats", 0, "how many times each point is measured (default 3)")
 	f.Float64Var(&maxSelfError, "max-self-error", 0, "fail when the profile's median relative error on its own points exceeds this (0.25 = 25%)")
 	return cmd
 }

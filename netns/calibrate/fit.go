@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/costprofile"
 )
 
@@ -261,26 +262,44 @@ func median(v []float64) float64 {
 // SelfError is, per dataplane and measured kind, the median relative
 // error of the profile's whole kernel prediction for a sync (its kind
 // read off the work, writes plus listing: what a replay is charged) against
-// the kernel time measured, over samples: with the profile's own samples
-// it is what CI checks; with a replay's, how far the kernel was from it.
+// the kernel time measured. Its own points are what a profile is fitted
+// to: the repeats of one sync (same dataplane, cluster, kind and work) are
+// one point, compared by their median time, so one noisy repeat does not
+// count as a miss. With the profile's own samples it is what CI checks;
+// with a replay's, how far the kernel was from it.
 func SelfError(p *costprofile.Profile, ss []Sample) map[string]map[string]float64 {
-	out := map[string]map[string]float64{}
-	errs := map[string]map[string][]float64{}
+	type key struct {
+		dataplane, kind, work string
+		shape                 Shape
+	}
+	times := map[key][]float64{}
+	works := map[key]sim.SyncWork{}
+	var keys []key
 	for _, s := range ss {
-		mp, err := p.Mode(s.Dataplane)
-		if err != nil {
+		if _, err := p.Mode(s.Dataplane); err != nil {
 			continue
 		}
 		m := s.Kernel.Total().Seconds()
 		if m <= 0 {
 			continue
 		}
-		if errs[s.Dataplane] == nil {
-			errs[s.Dataplane] = map[string][]float64{}
+		k := key{s.Dataplane, s.Kind, s.Work.String(), s.Shape}
+		if _, seen := times[k]; !seen {
+			keys = append(keys, k)
+			works[k] = s.Work
 		}
-		e := math.Abs(mp.KernelSeconds(s.Work)-m) / m
-		errs[s.Dataplane][s.Kind] = append(errs[s.Dataplane][s.Kind], e)
+		times[k] = append(times[k], m)
 	}
+	errs := map[string]map[string][]float64{}
+	for _, k := range keys {
+		mp, _ := p.Mode(k.dataplane)
+		m := median(times[k])
+		if errs[k.dataplane] == nil {
+			errs[k.dataplane] = map[string][]float64{}
+		}
+		errs[k.dataplane][k.kind] = append(errs[k.dataplane][k.kind], math.Abs(mp.KernelSeconds(works[k])-m)/m)
+	}
+	out := map[string]map[string]float64{}
 	for d, byKind := range errs {
 		out[d] = map[string]float64{}
 		for k, v := range byKind {

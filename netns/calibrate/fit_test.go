@@ -102,3 +102,38 @@ func netnsTime(write, list time.Duration) (k netns.KernelTime) {
 	k.Write, k.List = write, list
 	return k
 }
+
+// The self error compares a profile with its own points, the median of a
+// sync's repeats: one repeat in three slowed four-fold (a busy machine) is
+// not a miss, while a profile that is off for every repeat is.
+func TestSelfErrorByPoint(t *testing.T) {
+	ss := synthetic(1)
+	p, err := Fit("synthetic", ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noisy := append([]Sample(nil), ss...)
+	seen := map[string]bool{}
+	for i, s := range noisy {
+		k := s.Shape.String() + s.Kind
+		if !seen[k] {
+			seen[k] = true
+			noisy[i].Kernel.Write *= 4
+		}
+	}
+	for k, e := range SelfError(p, noisy)[costprofile.IPTablesLegacy] {
+		if e > 0.05 {
+			t.Errorf("one slow repeat in three: self error of %s is %.3f, want under 5%%", k, e)
+		}
+	}
+	slow := append([]Sample(nil), ss...)
+	for i := range slow {
+		slow[i].Kernel.Write *= 3
+		slow[i].Kernel.List *= 3
+	}
+	for k, e := range SelfError(p, slow)[costprofile.IPTablesLegacy] {
+		if e < 0.6 {
+			t.Errorf("every repeat three times slower: self error of %s is %.3f, want about 67%%", k, e)
+		}
+	}
+}
