@@ -345,7 +345,11 @@ func timing(sides [2]*side, nodes []*node, costs map[string]sim.WorkCost) Timing
 				missing = append(missing, m)
 			}
 		}
-		return Timing{Note: "timing is not compared: no cost profile for the " + strings.Join(missing, " and ") + " mode (sim/costprofile)"}
+		modes := " mode"
+		if len(missing) > 1 {
+			modes = " modes"
+		}
+		return Timing{Note: "timing is not compared: no cost profile for the " + strings.Join(missing, " and ") + modes + " (sim/costprofile)"}
 	}
 	t := Timing{Compared: true, Note: "the initial sync's duration on each node, by the cost profile (" + fmt.Sprint(before) + ", " + fmt.Sprint(after) + "); programming latency under churn is not compared"}
 	for _, n := range nodes {
