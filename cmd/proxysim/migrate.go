@@ -11,6 +11,8 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/migrate"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/costprofile"
 )
 
 // newMigrate is `proxysim migrate`: what changes for each Service when
@@ -19,7 +21,7 @@ import (
 func newMigrate(stdout, stderr io.Writer) *cobra.Command {
 	var o migrate.Options
 	var sets []string
-	var format, html, dataplane string
+	var format, html, dataplane, profile string
 	cmd := &cobra.Command{
 		Use:   "migrate --cluster DUMP --config KUBE-PROXY-CONFIG --to MODE",
 		Short: "Compare every Service's connections between kube-proxy's current mode and another, and check the nodes for it",
@@ -69,6 +71,13 @@ lists what the kernel did. Only the iptables and nftables modes run there.`,
 			default:
 				return fail(exitInvalid, fmt.Errorf("--dataplane %q: want fake, or netns to measure the iptables and nftables differences on this kernel (the IPVS side needs the VM, not wired here)", dataplane))
 			}
+			if profile != "" {
+				costs, err := migrateCosts(profile)
+				if err != nil {
+					return fail(exitInvalid, fmt.Errorf("--cost-profile: %w", err))
+				}
+				o.Costs = costs
+			}
 			r, err := migrate.Compare(o)
 			if err != nil {
 				return fail(exitInvalid, err)
@@ -105,9 +114,32 @@ lists what the kernel did. Only the iptables and nftables modes run there.`,
 	cmd.Flags().StringSliceVar(&o.Nodes, "node", nil, "compare these nodes only (default: every Node of the dump)")
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
 	cmd.Flags().StringVar(&dataplane, "dataplane", "fake", "fake, or netns: also measure each iptables/nftables difference with real connections on this kernel, in both modes (root)")
+	cmd.Flags().StringVar(&profile, "cost-profile", "default", "a cost profile (a built-in name, or a .json file from proxysim calibrate) to compare the initial sync's duration on each node; \"\" for none")
 	cmd.Flags().StringVar(&html, "html", "", "also write the report as a self-contained HTML page to this file")
 	for _, f := range []string{"cluster", "config", "to"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
 	return cmd
+}
+
+// migrateCosts are a cost profile's parts by mode: the iptables mode's
+// through its nf_tables backend, as kube-proxy's image runs it by default.
+func migrateCosts(name string) (map[string]sim.WorkCost, error) {
+	var p *costprofile.Profile
+	var err error
+	if strings.HasSuffix(name, ".json") {
+		p, err = costprofile.Load(name)
+	} else {
+		p, err = costprofile.Named(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	costs := map[string]sim.WorkCost{}
+	for mode, part := range map[string]string{"iptables": "iptables-nft", "nftables": "nftables", "ipvs": "ipvs"} {
+		if m, err := p.Mode(part); err == nil {
+			costs[mode] = m
+		}
+	}
+	return costs, nil
 }

@@ -339,9 +339,19 @@ func shareStrings(o Outcome) map[string]string {
 func timing(sides [2]*side, nodes []*node, costs map[string]sim.WorkCost) Timing {
 	before, after := costs[sides[0].Mode], costs[sides[1].Mode]
 	if before == nil || after == nil {
-		return Timing{Note: "timing is not compared: no cost profile for the " + sides[0].Mode + " and " + sides[1].Mode + " modes (sim/costprofile) is available yet"}
+		var missing []string
+		for _, m := range []string{sides[0].Mode, sides[1].Mode} {
+			if costs[m] == nil && !slices.Contains(missing, m) {
+				missing = append(missing, m)
+			}
+		}
+		modes := " mode"
+		if len(missing) > 1 {
+			modes = " modes"
+		}
+		return Timing{Note: "timing is not compared: no cost profile for the " + strings.Join(missing, " and ") + modes + " (sim/costprofile)"}
 	}
-	t := Timing{Compared: true, Note: "the initial sync's duration on each node, by the cost profile; programming latency under churn is not compared"}
+	t := Timing{Compared: true, Note: "the initial sync's duration on each node, by the cost profile (" + fmt.Sprint(before) + ", " + fmt.Sprint(after) + "); programming latency under churn is not compared"}
 	for _, n := range nodes {
 		a, b := sides[0].results[n.Name], sides[1].results[n.Name]
 		t.Nodes = append(t.Nodes, NodeTiming{Node: n.Name, Before: before.SyncCost(a.Runs[0].Work), After: after.SyncCost(b.Runs[0].Work)})

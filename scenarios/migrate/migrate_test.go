@@ -11,6 +11,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/proxysim/proxysim/sim"
 )
 
 var update = flag.Bool("update-migrate", false, "rewrite the migration reports' goldens (testdata/golden/*.txt) instead of comparing with them")
@@ -196,5 +199,40 @@ func TestFrozenTracersAgreeWithTheModes(t *testing.T) {
 	}
 	if n < 500 {
 		t.Fatalf("only %d connections compared", n)
+	}
+}
+
+// With both modes' costs, timing gives each node's initial sync in each
+// mode by the cost of its work; without one, it says so.
+func TestTimingUsesTheCosts(t *testing.T) {
+	c := clusters(t)["nodeport-localhost"]
+	perWrite := func(w sim.SyncWork) time.Duration {
+		switch {
+		case w.IPTables != nil:
+			return time.Duration(w.IPTables.Total().Lines) * time.Millisecond
+		case w.NFTables != nil:
+			return time.Duration(w.NFTables.Ops.Total()) * time.Millisecond
+		}
+		return 0
+	}
+	r, err := Compare(Options{Cluster: c[0], Config: c[1], To: "nftables", Costs: map[string]sim.WorkCost{"iptables": sim.WorkCostFunc(perWrite), "nftables": sim.WorkCostFunc(perWrite)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Timing.Compared || len(r.Timing.Nodes) != 2 {
+		t.Fatalf("%+v", r.Timing)
+	}
+	for i, n := range r.Timing.Nodes {
+		want := [2]time.Duration{perWrite(r.sides[0].results[n.Node].Runs[0].Work), perWrite(r.sides[1].results[n.Node].Runs[0].Work)}
+		if n.Before != want[0] || n.After != want[1] || n.Before == 0 || n.After == 0 {
+			t.Errorf("node %d: %+v, want %v", i, n, want)
+		}
+	}
+	r, err = Compare(Options{Cluster: c[0], Config: c[1], To: "nftables", Costs: map[string]sim.WorkCost{"nftables": sim.WorkCostFunc(perWrite)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Timing.Compared || r.Timing.Note != "timing is not compared: no cost profile for the iptables mode (sim/costprofile)" {
+		t.Fatalf("%+v", r.Timing)
 	}
 }
