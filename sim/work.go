@@ -88,6 +88,11 @@ type IPTablesWork struct {
 	// SavedBytes what they returned.
 	Saves                  int
 	SavedLines, SavedBytes int
+	// TableRules is the rules kube-proxy owns in both tables once the sync
+	// is done (kube-proxy's sync_proxy_rules_iptables_total, summed): not
+	// work, the table's size. iptables-legacy replaces a whole table per
+	// restore, so even a small partial payload costs what the table holds.
+	TableRules int
 }
 
 // RestoreSection is one table's section of an iptables-restore payload,

@@ -32,8 +32,10 @@ func candidates(dataplane string, k costprofile.Kind) []costprofile.Measure {
 		return []costprofile.Measure{"restoreLines", "restoreRules", "size", "savedLines"}
 	case ipt:
 		// Not savedLines: in a large cluster a partial sync reads nothing
-		// back, and the table's size is then the proxy's.
-		return []costprofile.Measure{"restoreLines", "restoreRules", "size"}
+		// back. tableRules for iptables-legacy, which reads and replaces
+		// the whole table however small the payload (libiptc's
+		// iptc_init/iptc_commit).
+		return []costprofile.Measure{"restoreLines", "restoreRules", "size", "tableRules"}
 	case k == costprofile.FullNew:
 		return []costprofile.Measure{"ops", "size"}
 	}

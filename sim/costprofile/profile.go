@@ -127,6 +127,12 @@ var Measures = map[Measure]func(sim.SyncWork) float64{
 		}
 		return float64(w.IPTables.Total().Rules)
 	},
+	"tableRules": func(w sim.SyncWork) float64 {
+		if w.IPTables == nil {
+			return 0
+		}
+		return float64(w.IPTables.TableRules)
+	},
 	"savedLines": func(w sim.SyncWork) float64 {
 		if w.IPTables == nil {
 			return 0

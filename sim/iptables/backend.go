@@ -258,6 +258,7 @@ func (p *Proxier) sync(st *proxy.SyncState, full bool) error {
 	p.metrics.RulesLast["filter"] = r.filterRules
 	p.metrics.RulesTotal["nat"] = r.natRules + r.skippedNATRules - r.deletedChains
 	p.metrics.RulesLast["nat"] = r.natRules - r.deletedChains
+	work.TableRules = p.metrics.RulesTotal["filter"] + p.metrics.RulesTotal["nat"]
 	work.Restores++
 	work.Filter, work.NAT = r.filter, r.nat
 	err := p.dp.Restore(r.payload)

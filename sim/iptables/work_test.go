@@ -1,6 +1,7 @@
 package iptables_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,17 @@ func worked(w *sim.World) []sim.SyncRecord {
 		}
 	}
 	return out
+}
+
+// kubeRules counts the rules of KUBE-* chains in iptables-save text.
+func kubeRules(save string) int {
+	n := 0
+	for _, l := range strings.Split(save, "\n") {
+		if strings.HasPrefix(l, "-A KUBE-") {
+			n++
+		}
+	}
+	return n
 }
 
 // A full sync of 3 services x 2 endpoints and a partial sync after one
@@ -136,6 +148,20 @@ func TestIPTablesSyncWorkByHand(t *testing.T) {
 	}
 	if got, want := p.SavedBytes, now.SavedBytes-afterFull.SavedBytes; got != want || got == 0 {
 		t.Errorf("partial sync read %d bytes back, the fake returned %d", got, want)
+	}
+	// The table's size is the rules kube-proxy's chains hold in the fake
+	// after each sync (the jumps from built-in chains are not its own).
+	for _, c := range []struct {
+		what string
+		w    *sim.IPTablesWork
+		want int
+	}{{"full", f, 30}, {"partial", p, 27}} {
+		if c.w.TableRules != c.want {
+			t.Errorf("%s sync: table of %d rules, want 4 filter + %d nat", c.what, c.w.TableRules, c.want-4)
+		}
+	}
+	if got := kubeRules(dp.SaveAll()); got != p.TableRules {
+		t.Errorf("the fake holds %d rules in kube-proxy's chains, the partial sync reported %d", got, p.TableRules)
 	}
 	ev := w.Trace.Events()
 	n := 0
