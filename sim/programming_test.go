@@ -34,16 +34,8 @@ func TestProgrammingSamples(t *testing.T) {
 	svcs, slices := fakes.Cluster(2, 2)
 	for i := range svcs {
 		slices[i].Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: w.Clock.Now().Add(-time.Second).Format(time.RFC3339Nano)}
-		if err := w.Create(svcs[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Create(slices[i]); err != nil {
-			t.Fatal(err)
-		}
 	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fakes.Start(t, w, svcs, slices)
 	stamp := func(i int, at time.Time) {
 		t.Helper()
 		o, err := w.Get("EndpointSlice", [2]string{slices[i].Namespace, slices[i].Name})

@@ -30,17 +30,7 @@ func ipvsWorld(t *testing.T, cost sim.CostModel, traceWork bool) *sim.World {
 		TraceWork:  traceWork,
 	})
 	svcs, slices := fakes.Cluster(3, 2)
-	for i := range svcs {
-		if err := w.Create(svcs[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Create(slices[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fakes.Start(t, w, svcs, slices)
 	// At 1s one endpoint of svc-00001 goes unready, at 1.01s another of
 	// svc-00002 (during the first run, if it lasts).
 	for i, at := range []time.Duration{time.Second, time.Second + 10*time.Millisecond} {

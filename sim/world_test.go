@@ -36,17 +36,7 @@ func TestInitialSyncWaitsForBothInformers(t *testing.T) {
 	be := &sim.RecordingBackend{}
 	w := sim.New(t, sim.Config{Runner: runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: time.Hour}, Backend: be})
 	svcs, slices := fakes.Cluster(3, 2)
-	for i := range svcs {
-		if err := w.Create(svcs[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Create(slices[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fakes.Start(t, w, svcs, slices)
 	w.Advance(time.Minute)
 	if got := starts(w); got != "0s initial" {
 		t.Fatalf("runs: %s", got)
@@ -120,17 +110,7 @@ func TestResyncDeliversNoOpUpdatesThatRequestNoSync(t *testing.T) {
 	be := &sim.RecordingBackend{}
 	w := sim.New(t, sim.Config{Runner: runner.Config{Generation: runner.Cooldown, MinInterval: time.Second, MaxInterval: time.Hour}, Backend: be})
 	svcs, slices := fakes.Cluster(2, 3)
-	for i := range svcs {
-		if err := w.Create(svcs[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Create(slices[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fakes.Start(t, w, svcs, slices)
 	w.RunUntil(31 * time.Minute)
 	if n := len(kinds(w, trace.Resync)); n != 8 {
 		t.Fatalf("resync events = %d; want 2 resyncs x 4 objects", n)
@@ -186,17 +166,7 @@ func replay(t *testing.T) []byte {
 	}
 	defer w.Close()
 	svcs, slices := fakes.Cluster(5, 3)
-	for i := range svcs {
-		if err := w.Create(svcs[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Create(slices[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fakes.Start(t, w, svcs, slices)
 	for i := 0; i < 40; i++ {
 		i := i
 		w.At(time.Duration(i)*170*time.Millisecond, func() {

@@ -214,14 +214,14 @@ func HeldOut(dataplane string, terms []costprofile.Term, ss []Sample) map[string
 					byX[x] = append(byX[x], y)
 				}
 				for _, x := range xs {
-					if m := median(byX[x]); m > 0 {
+					if m := costprofile.Median(byX[x]); m > 0 {
 						errs = append(errs, math.Abs(c.At(x)-m)/m)
 					}
 				}
 			}
 		}
 		if len(errs) > 0 {
-			out[kind] = round4(median(errs))
+			out[kind] = round4(costprofile.Median(errs))
 		}
 	}
 	return out
@@ -246,19 +246,6 @@ func shapesOf(ss []Sample) []Shape {
 		return a.Services < b.Services
 	})
 	return out
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // SelfError is, per dataplane and measured kind, the median relative
@@ -295,7 +282,7 @@ func SelfError(p *costprofile.Profile, ss []Sample) map[string]map[string]float6
 	errs := map[string]map[string][]float64{}
 	for _, k := range keys {
 		mp, _ := p.Mode(k.dataplane)
-		m := median(times[k])
+		m := costprofile.Median(times[k])
 		if errs[k.dataplane] == nil {
 			errs[k.dataplane] = map[string][]float64{}
 		}
@@ -305,7 +292,7 @@ func SelfError(p *costprofile.Profile, ss []Sample) map[string]map[string]float6
 	for d, byKind := range errs {
 		out[d] = map[string]float64{}
 		for k, v := range byKind {
-			out[d][k] = round4(median(v))
+			out[d][k] = round4(costprofile.Median(v))
 		}
 	}
 	return out
@@ -347,7 +334,7 @@ func WriteTable(w io.Writer, res *Result) {
 			}
 		}
 		fmt.Fprintf(w, "%-16s %-9s %-17s %4d %10s %10s %10s %10s %10s %10s %10s\n", k.d, k.sh, k.kind, len(ss),
-			ms(median(tot)), ms(slices.Min(tot)), ms(slices.Max(tot)), ms(median(wr)), ms(median(li)), pred, ms(median(wall)))
+			ms(costprofile.Median(tot)), ms(slices.Min(tot)), ms(slices.Max(tot)), ms(costprofile.Median(wr)), ms(costprofile.Median(li)), pred, ms(costprofile.Median(wall)))
 	}
 }
 

@@ -44,7 +44,7 @@ type Point struct {
 }
 
 // Median is the point's median timing.
-func (p Point) Median() float64 { return median(p.Seconds) }
+func (p Point) Median() float64 { return Median(p.Seconds) }
 
 // Curve is a fitted form.
 type Curve struct {
@@ -155,7 +155,7 @@ func Fit(points []Point) (Curve, error) {
 		var errs []float64
 		errs = append(errs, relErrors(Curve{Form: f, Params: a}, odd)...)
 		errs = append(errs, relErrors(Curve{Form: f, Params: b}, even)...)
-		held[i] = median(errs)
+		held[i] = Median(errs)
 		bestErr = math.Min(bestErr, held[i])
 		considered = append(considered, fmt.Sprintf("%s %.3f", f, held[i]))
 	}
@@ -173,7 +173,7 @@ func Fit(points []Point) (Curve, error) {
 	}
 	params, _ := fitForm(best.Form, pts)
 	best.Params = params
-	best.FitError = median(relErrors(best, pts))
+	best.FitError = Median(relErrors(best, pts))
 	best.Considered = strings.Join(considered, ", ")
 	return best, nil
 }
@@ -320,7 +320,8 @@ func solve(a [][]float64) ([]float64, bool) {
 	return out, true
 }
 
-func median(v []float64) float64 {
+// Median is v's median (NaN when v is empty); v is left as it is.
+func Median(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}

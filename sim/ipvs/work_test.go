@@ -28,17 +28,7 @@ func workWorld(t *testing.T) (*sim.World, []*v1.Service, []*discovery.EndpointSl
 		NewBackend: ipvs.Backend(ipvs.Config{}, dp),
 	})
 	svcs, slices := fakes.Cluster(3, 2)
-	for i := range svcs {
-		if err := w.Create(svcs[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Create(slices[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fakes.Start(t, w, svcs, slices)
 	return w, svcs, slices, calls
 }
 

@@ -23,17 +23,7 @@ func workWorld(t *testing.T, nft knftables.Interface) (*sim.World, []*discovery.
 		NewBackend: nftables.Backend(nftables.Config{}, nft, nil),
 	})
 	svcs, slices := fakes.Cluster(3, 2)
-	for i := range svcs {
-		if err := w.Create(svcs[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Create(slices[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fakes.Start(t, w, svcs, slices)
 	return w, slices
 }
 
