@@ -1,20 +1,3 @@
-// Package scenarios reads, validates and replays proxysim scenarios: YAML
-// files that set up a proxy and a cluster, tell a story on a virtual
-// timeline, and say what must be true along the way. The format is defined in
-// docs/scenario-format.md.
-//
-// The entry points: Load, LoadLibrary or Parse a scenario; Replay it on
-// proxysim's engine and print the Result with Report (what the CLI does);
-// or ReplayInBubble, to replay it against a proxy of your own in a
-// testing/synctest bubble. The package's examples show each.
-//
-// Loading never runs anything: a file with any problem is rejected whole,
-// with every problem reported as file:line:column: field.path: message.
-//
-// The core names no proxy mode: a mode (its proxy fields, steps,
-// expectations, goldens and dataplanes) plugs in with RegisterMode, and a
-// program imports the modes it replays (IPVS: scenarios/ipvsmode). It must
-// not import a mode, fakes or the kernel packages.
 package scenarios
 
 import (

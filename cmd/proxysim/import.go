@@ -7,12 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/clusterimport"
 )
 
 // newImport is `proxysim import`: a scenario skeleton for one node of a
 // real cluster, from a kubectl dump and its kube-proxy configuration.
 func newImport(stdout, stderr io.Writer, strict *bool) *cobra.Command {
-	var o scenarios.ImportOptions
+	var o clusterimport.ImportOptions
 	cmd := &cobra.Command{
 		Use:   "import --cluster DUMP --config KUBE-PROXY-CONFIG --node NAME -o SCENARIO",
 		Short: "Write a scenario for one node of a real cluster, from a kubectl dump and its kube-proxy configuration",
@@ -26,7 +27,7 @@ scenario when they are elsewhere. The scenario replays green; add steps.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Strict = *strict
-			imp, err := scenarios.Import(o)
+			imp, err := clusterimport.Import(o)
 			if err != nil {
 				return fail(exitInvalid, err)
 			}

@@ -1,4 +1,8 @@
-package scenarios
+// Package clusterimport writes a scenario for one node of a real cluster
+// (proxysim import): from a kubectl dump and the node's kube-proxy
+// configuration, read through the scenario loader, a skeleton whose golden
+// a first replay fills in, so that it loads and replays green.
+package clusterimport
 
 import (
 	"errors"
@@ -6,14 +10,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/proxysim/proxysim/scenarios"
 )
 
 // SnapshotKeyer is implemented by a mode whose golden (its dataplane as
@@ -33,10 +37,10 @@ type ImportOptions struct {
 
 // Imported is what Import wrote and found.
 type Imported struct {
-	Scenario *Scenario // as loaded after its goldens were filled in
-	Result   *Result   // its replay
-	Copied   []string  // input files copied next to the scenario, as "SRC to DST"
-	Warnings Problems
+	Scenario *scenarios.Scenario // as loaded after its goldens were filled in
+	Result   *scenarios.Result   // its replay
+	Copied   []string            // input files copied next to the scenario, as "SRC to DST"
+	Warnings scenarios.Problems
 }
 
 // Import writes a scenario skeleton for one node of a cluster: the proxy
@@ -74,16 +78,16 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 	// A first reading of the inputs, through the loader (the same checks
 	// and messages as a scenario's): the configuration's mode, the objects,
 	// the node.
-	mode, err := configMode(o.Output, osFolder(outDir), config, o.Strict)
+	mode, err := scenarios.ConfigMode(o.Output, outDir, config, o.Strict)
 	if err != nil {
 		return nil, err
 	}
-	m, ok := LookupMode(mode)
+	m, ok := scenarios.LookupMode(mode)
 	if !ok {
-		return nil, fmt.Errorf("%s: mode %q is not modelled (modes: %s)", o.Config, mode, orList(ModeNames()))
+		return nil, fmt.Errorf("%s: mode %q is not modelled (modes: %s)", o.Config, mode, scenarios.OrList(scenarios.ModeNames()))
 	}
 	probe := fmt.Sprintf("name: probe\nproxy:\n  version: v1.34.0\nobjects:\n  - file: %s\ntimeline:\n  - at: 0s\n    note: probe\n", quote(cluster))
-	s, err := parse(o.Output, []byte(probe), osFolder(outDir), "", LoadOptions{Strict: o.Strict})
+	s, err := scenarios.ParseIn(o.Output, []byte(probe), outDir, scenarios.LoadOptions{Strict: o.Strict})
 	if err != nil {
 		return nil, err
 	}
@@ -100,35 +104,22 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 		return nil, err
 	}
 	// The first replay fills the golden in; the second must pass.
-	first, err := LoadWith(o.Output, LoadOptions{Strict: o.Strict})
+	first, err := scenarios.LoadWith(o.Output, scenarios.LoadOptions{Strict: o.Strict})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := Replay(first, Options{Update: true, TraceKeep: 256}); err != nil {
+	if _, err := scenarios.Replay(first, scenarios.Options{Update: true, TraceKeep: 256}); err != nil {
 		return nil, err
 	}
-	final, err := LoadWith(o.Output, LoadOptions{Strict: o.Strict})
+	final, err := scenarios.LoadWith(o.Output, scenarios.LoadOptions{Strict: o.Strict})
 	if err != nil {
 		return nil, err
 	}
-	res, err := Replay(final, Options{TraceKeep: 256})
+	res, err := scenarios.Replay(final, scenarios.Options{TraceKeep: 256})
 	if err != nil {
 		return nil, err
 	}
 	return &Imported{Scenario: final, Result: res, Copied: copied, Warnings: final.Warnings}, nil
-}
-
-// configMode reads a kube-proxy configuration file's mode (defaulted), with
-// the loader's checks and messages (strict refuses what kube-proxy reads
-// only leniently).
-func configMode(file string, dir folder, rel string, strict bool) (string, error) {
-	d := &decoder{file: file, strict: strict}
-	ref := &yaml.Node{Kind: yaml.ScalarNode, Value: rel, Line: 1, Column: 1}
-	c := readKubeProxyConfig(d, &Scenario{File: file, folder: dir}, nil, ref)
-	if len(d.problems) > 0 || c == nil {
-		return "", d.problems
-	}
-	return string(c.Config.Mode), nil
 }
 
 // placeBeside returns the path of file relative to dir, copying it into
@@ -155,7 +146,7 @@ func placeBeside(file, dir string) (rel string, copied []string, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := io.Copy(out, io.LimitReader(in, MaxFileBytes+1)); err != nil {
+	if _, err := io.Copy(out, io.LimitReader(in, scenarios.MaxFileBytes+1)); err != nil {
 		out.Close()
 		return "", nil, err
 	}
@@ -165,7 +156,7 @@ func placeBeside(file, dir string) (rel string, copied []string, err error) {
 	return filepath.Base(file), []string{file + " to " + dst}, nil
 }
 
-func findNode(objs []Object, name string) (*v1.Node, []string) {
+func findNode(objs []scenarios.Object, name string) (*v1.Node, []string) {
 	var names []string
 	for _, o := range objs {
 		if n, ok := o.Obj.(*v1.Node); ok {
@@ -195,14 +186,14 @@ func nodeVersion(n *v1.Node) string {
 
 // quote writes a string as a YAML scalar that reads back as itself.
 func quote(s string) string {
-	if s != "" && !strings.ContainsAny(s, ":#{}[],&*!|>'\"%@`") && strings.TrimSpace(s) == s && !plainNonString([]byte(s)) {
+	if s != "" && !strings.ContainsAny(s, ":#{}[],&*!|>'\"%@`") && strings.TrimSpace(s) == s && !scenarios.PlainNonString([]byte(s)) {
 		return s
 	}
 	return fmt.Sprintf("%q", s)
 }
 
 // skeleton is the scenario Import writes.
-func skeleton(o ImportOptions, s *Scenario, m Mode, node *v1.Node, cluster, config string) string {
+func skeleton(o ImportOptions, s *scenarios.Scenario, m scenarios.Mode, node *v1.Node, cluster, config string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	version := nodeVersion(node)
@@ -225,7 +216,7 @@ func skeleton(o ImportOptions, s *Scenario, m Mode, node *v1.Node, cluster, conf
 			ips = append(ips, quote(a.Address))
 		}
 	}
-	if len(ips) > 0 && m != nil && slices.Contains(keysOf(reflect.TypeOf(m.NewSettings())), "nodeIPs") {
+	if len(ips) > 0 && m != nil && slices.Contains(scenarios.SettingsKeys(m), "nodeIPs") {
 		w("  nodeIPs: [%s]  # the node's InternalIP and ExternalIP addresses\n", strings.Join(ips, ", "))
 	}
 	w("objects:\n  - file: %s\n", quote(cluster))
@@ -246,7 +237,7 @@ func skeleton(o ImportOptions, s *Scenario, m Mode, node *v1.Node, cluster, conf
 }
 
 // exampleStep is a commented step on one endpoint of the dump.
-func exampleStep(objs []Object) string {
+func exampleStep(objs []scenarios.Object) string {
 	for _, o := range objs {
 		sl, ok := o.Obj.(*discovery.EndpointSlice)
 		// The API server's own slice and kube-system's are poor examples.
