@@ -1,32 +1,16 @@
 package iptablesmode_test
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/internal/scenariotest"
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode"
 )
 
 const testdata = "../testdata/iptables"
-
-func replay(t *testing.T, file string) *scenarios.Result {
-	t.Helper()
-	s, err := scenarios.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
 
 // Every iptables scenario replays green: its iptables-save goldens and its
 // routes hold.
@@ -35,19 +19,8 @@ func TestIPTablesScenariosPass(t *testing.T) {
 	if len(files) < 3 {
 		t.Fatalf("only %d iptables scenarios", len(files))
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			res := replay(t, f)
-			if !res.Passed() || res.Checks == 0 {
-				var b strings.Builder
-				scenarios.Report(&b, res, true)
-				t.Fatalf("want a pass with checks:\n%s", b.String())
-			}
-		})
-	}
+	scenariotest.Passes(t, files)
 }
-
-var wantFail = regexp.MustCompile(`(?m)^# want-fail: (\d+) (\S+) at (\S+)$`)
 
 // Every scenario under failing/ fails exactly at its "# want-fail: LINE
 // WHAT at INSTANT" lines, and nowhere else.
@@ -56,36 +29,13 @@ func TestIPTablesFailingScenariosFailWhereDeclared(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no failing iptables scenarios")
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []string
-			for _, m := range wantFail.FindAllStringSubmatch(string(src), -1) {
-				want = append(want, fmt.Sprintf("%s %s at %s", m[1], m[2], m[3]))
-			}
-			var got []string
-			res := replay(t, f)
-			for _, fl := range res.Failures {
-				got = append(got, fmt.Sprintf("%d %s at %v", fl.Pos.Line, fl.What, fl.At))
-			}
-			sort.Strings(want)
-			sort.Strings(got)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				var b strings.Builder
-				scenarios.Report(&b, res, false)
-				t.Fatalf("failures differ\n got: %v\nwant: %v\n%s", got, want, b.String())
-			}
-		})
-	}
+	scenariotest.FailsWhereDeclared(t, files)
 }
 
 // A wrong route says what was expected and what the tracer found, with
 // exact shares.
 func TestAWrongRouteShowsBothSides(t *testing.T) {
-	res := replay(t, filepath.Join(testdata, "failing", "wrong-route.yaml"))
+	res := scenariotest.Replay(t, filepath.Join(testdata, "failing", "wrong-route.yaml"))
 	if len(res.Failures) != 2 {
 		t.Fatalf("want 2 failures, got %v", res.Failures)
 	}

@@ -1,18 +1,17 @@
 package nftablesmode_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
-	_ "github.com/proxysim/proxysim/scenarios/controllers"  // the library's controller twins
+	_ "github.com/proxysim/proxysim/scenarios/controllers" // the library's controller twins
+	"github.com/proxysim/proxysim/scenarios/internal/scenariotest"
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // for the side-by-side churn
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // for the side-by-side churn
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
@@ -23,19 +22,6 @@ const (
 	testdata = "../testdata/nftables"
 )
 
-func replay(t *testing.T, file string) *scenarios.Result {
-	t.Helper()
-	s, err := scenarios.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
 // Every nftables scenario of the library replays green: its goldens,
 // routes and metrics hold.
 func TestNFTablesScenariosPass(t *testing.T) {
@@ -43,16 +29,7 @@ func TestNFTablesScenariosPass(t *testing.T) {
 	if len(files) < 5 {
 		t.Fatalf("only %d nftables scenarios", len(files))
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			res := replay(t, f)
-			if !res.Passed() || res.Checks == 0 {
-				var b strings.Builder
-				scenarios.Report(&b, res, true)
-				t.Fatalf("want a pass with checks:\n%s", b.String())
-			}
-		})
-	}
+	scenariotest.Passes(t, files)
 }
 
 // The side-by-side churn is the same story in the three modes: the files
@@ -62,7 +39,7 @@ func TestSideBySideChurn(t *testing.T) {
 	var bodies []string
 	for _, m := range []string{"ipvs", "iptables", "nftables"} {
 		f := filepath.Join(library, "churn-"+m+".yaml")
-		res := replay(t, f)
+		res := scenariotest.Replay(t, f)
 		if !res.Passed() || res.Checks != 2 {
 			var b strings.Builder
 			scenarios.Report(&b, res, true)
@@ -88,8 +65,6 @@ func TestSideBySideChurn(t *testing.T) {
 	}
 }
 
-var wantFail = regexp.MustCompile(`(?m)^# want-fail: (\d+) (\S+) at (\S+)$`)
-
 // Every scenario under failing/ fails exactly at its "# want-fail: LINE
 // WHAT at INSTANT" lines, and nowhere else.
 func TestNFTablesFailingScenariosFailWhereDeclared(t *testing.T) {
@@ -97,33 +72,7 @@ func TestNFTablesFailingScenariosFailWhereDeclared(t *testing.T) {
 	if len(files) < 3 {
 		t.Fatalf("only %d failing nftables scenarios", len(files))
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []string
-			for _, m := range wantFail.FindAllStringSubmatch(string(src), -1) {
-				want = append(want, fmt.Sprintf("%s %s at %s", m[1], m[2], m[3]))
-			}
-			if len(want) == 0 {
-				t.Fatal("no # want-fail line")
-			}
-			var got []string
-			res := replay(t, f)
-			for _, fl := range res.Failures {
-				got = append(got, fmt.Sprintf("%d %s at %v", fl.Pos.Line, fl.What, fl.At))
-			}
-			sort.Strings(want)
-			sort.Strings(got)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				var b strings.Builder
-				scenarios.Report(&b, res, false)
-				t.Fatalf("failures differ\n got: %v\nwant: %v\n%s", got, want, b.String())
-			}
-		})
-	}
+	scenariotest.FailsWhereDeclared(t, files)
 }
 
 // The same scenario gives a byte-identical trace on every replay.
@@ -133,7 +82,7 @@ func TestNFTablesTracesAreDeterministic(t *testing.T) {
 		var first string
 		for i := 0; i < 3; i++ {
 			var b strings.Builder
-			scenarios.Report(&b, replay(t, f), true)
+			scenarios.Report(&b, scenariotest.Replay(t, f), true)
 			got := regexp.MustCompile(`virtual in [^,]+,`).ReplaceAllString(b.String(), "")
 			if i == 0 {
 				first = got
@@ -221,7 +170,7 @@ func TestServiceCIDRsDropUnallocatedClusterIPs(t *testing.T) {
 // spread ends with every write synced, so nothing is pending at its end
 // (the real kube-proxy reports 0 there: e2e/realcp).
 func TestImmediateSyncLeavesNoPendingChange(t *testing.T) {
-	res := replay(t, filepath.Join(library, "nftables-clusterip-spread.yaml"))
+	res := scenariotest.Replay(t, filepath.Join(library, "nftables-clusterip-spread.yaml"))
 	for _, want := range []string{
 		"kubeproxy_sync_proxy_rules_endpoint_changes_pending 0\n",
 		"kubeproxy_sync_proxy_rules_endpoint_changes_total 5\n",
