@@ -90,6 +90,8 @@ type Transcript struct {
 	// started with it (scenario and pool variation): what each runner run
 	// cost (sim.CostModel.RunCost), for a Charge to charge the other side.
 	Cost sim.CostModel
+	// node is the world's own node, whose proxy this is.
+	node string
 }
 
 // faultFormats are the fault steps a bubble can inject at the same instant
@@ -141,7 +143,7 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 			return d, err
 		},
 		World: func(w *sim.World) error {
-			t.Cost = w.Config().Cost
+			t.Cost, t.node = w.Config().Cost, w.Config().NodeName
 			rec := &recorder{t: t, w: w}
 			w.Trace.Observe(func(e trace.Event) {
 				at := time.Duration(e.At)
@@ -189,6 +191,9 @@ func (t *Transcript) step(at time.Duration, e trace.Event) {
 	if !replayable[e.Op] {
 		t.unsupported(fmt.Sprintf("step %q (first at %v): %s", e.Op, at, whyNot(e.Op)))
 		return
+	}
+	if node, ok := strings.CutPrefix(e.Object, "node "); ok && node != t.node && (e.Op == "restart" || e.Op == "fault") {
+		return // another node of a cluster (scenarios' node step): not the proxy replayed
 	}
 	switch e.Op {
 	case "restart":
