@@ -26,7 +26,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/knftables"
 
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/clustergen"
+	"github.com/proxysim/proxysim/sim/costprofile"
 	"github.com/proxysim/proxysim/sim/nftables"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/vclock"
@@ -95,6 +97,28 @@ func benchCompute(b *testing.B, mode string, n int, full, upstream bool) {
 	// The process's CPU time (the sync and its garbage collection): on a
 	// shared machine it moves less with the load than the wall time does.
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+	// The project's model of the same sync: the default cost profile
+	// evaluated on the work proxysim's proxier reported for its last one.
+	if r, ok := side.(sim.WorkReporter); ok && !upstream {
+		work, ok := r.TakeSyncWork()
+		if !ok {
+			b.Fatal("proxysim's proxier reported no work")
+		}
+		part := costprofile.IPTablesNFT
+		if mode == "nftables" {
+			part = costprofile.NFTables
+		}
+		prof, err := costprofile.Named("default")
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := prof.Mode(part)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(m.KernelSeconds(work)*1e3, "model-kernel-ms")
+		b.ReportMetric(m.ComputeSeconds(work)*1e3, "model-compute-ms")
+	}
 }
 
 // processCPU is the process's user and system time so far.
@@ -152,6 +176,14 @@ func (s *iptCompute) add(svcs []*v1.Service, slices []*discovery.EndpointSlice) 
 		_ = s.p.o.OnServicesSynced()
 		_ = s.p.o.OnEndpointSlicesSynced()
 	}
+}
+
+// TakeSyncWork is proxysim's side's work (sim.WorkReporter).
+func (s *iptCompute) TakeSyncWork() (sim.SyncWork, bool) {
+	if s.upstream {
+		return sim.SyncWork{}, false
+	}
+	return s.p.oBack.TakeSyncWork()
 }
 
 func (s *iptCompute) sync(full bool, changed *discovery.EndpointSlice) {
@@ -233,6 +265,8 @@ func (s *ourNFTCompute) add(svcs []*v1.Service, slices []*discovery.EndpointSlic
 	_ = s.p.OnServicesSynced()
 	_ = s.p.OnEndpointSlicesSynced()
 }
+
+func (s *ourNFTCompute) TakeSyncWork() (sim.SyncWork, bool) { return s.back.TakeSyncWork() }
 
 func (s *ourNFTCompute) sync(full bool, changed *discovery.EndpointSlice) {
 	if full {
