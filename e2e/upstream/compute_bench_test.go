@@ -99,6 +99,9 @@ func benchCompute(b *testing.B, mode string, n int, full, upstream bool) {
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 	// The project's model of the same sync: the default cost profile
 	// evaluated on the work proxysim's proxier reported for its last one.
+	// The writes were discarded, so its reads found empty tables: the
+	// model is that of a node whose tables are empty (the listing term
+	// reads nothing, a full sync is a new one).
 	if r, ok := side.(sim.WorkReporter); ok && !upstream {
 		work, ok := r.TakeSyncWork()
 		if !ok {
@@ -179,11 +182,15 @@ func (s *iptCompute) add(svcs []*v1.Service, slices []*discovery.EndpointSlice) 
 }
 
 // TakeSyncWork is proxysim's side's work (sim.WorkReporter).
+// The size is the world's to fill (proxyConsumer.takeWork): here the
+// proxier's, as there.
 func (s *iptCompute) TakeSyncWork() (sim.SyncWork, bool) {
 	if s.upstream {
 		return sim.SyncWork{}, false
 	}
-	return s.p.oBack.TakeSyncWork()
+	w, ok := s.p.oBack.TakeSyncWork()
+	w.ServicePorts, w.Endpoints = s.p.o.Size()
+	return w, ok
 }
 
 func (s *iptCompute) sync(full bool, changed *discovery.EndpointSlice) {
@@ -266,7 +273,11 @@ func (s *ourNFTCompute) add(svcs []*v1.Service, slices []*discovery.EndpointSlic
 	_ = s.p.OnEndpointSlicesSynced()
 }
 
-func (s *ourNFTCompute) TakeSyncWork() (sim.SyncWork, bool) { return s.back.TakeSyncWork() }
+func (s *ourNFTCompute) TakeSyncWork() (sim.SyncWork, bool) {
+	w, ok := s.back.TakeSyncWork()
+	w.ServicePorts, w.Endpoints = s.p.Size()
+	return w, ok
+}
 
 func (s *ourNFTCompute) sync(full bool, changed *discovery.EndpointSlice) {
 	if full {
