@@ -746,15 +746,7 @@ func (n *Node) lightSync(gen int) error {
 
 // cost is proxyConsumer.cost for a light node.
 func (n *Node) cost() time.Duration {
-	c := n.spec.Cost
-	var d time.Duration
-	if len(c.Runs) > 0 {
-		i := min(max(n.runnerRuns-n.costFrom-1, 0), len(c.Runs)-1)
-		d = c.Runs[i]
-	} else {
-		d = c.CostOf(n.cur.Work)
-	}
-	return c.vary(d, n.runnerRuns)
+	return n.spec.Cost.RunCost(n.runnerRuns, n.costFrom, n.cur.Work)
 }
 
 type nodeObserver struct{ n *Node }

@@ -84,11 +84,7 @@ func (p *proxyConsumer) sync() error {
 // cost is the run's virtual duration, asked by the runner right after sync
 // returned: the work is known by then.
 func (p *proxyConsumer) cost() time.Duration {
-	d, ok := p.w.scheduledCost()
-	if !ok {
-		d = p.w.cfg.Cost.CostOf(p.work)
-	}
-	return p.w.cfg.Cost.vary(d, p.w.runnerRuns)
+	return p.w.cfg.Cost.RunCost(p.w.runnerRuns, p.w.costFrom, p.work)
 }
 
 // takeWork records what the sync that just returned did on its sync record

@@ -69,23 +69,6 @@ func (w *World) SetCost(c CostModel) {
 	w.Trace.Add(trace.Event{Kind: trace.Note, Detail: fmt.Sprintf("sync cost now %s", c)})
 }
 
-// scheduledCost is the current run's cost when the model lists costs per
-// run.
-func (w *World) scheduledCost() (time.Duration, bool) {
-	runs := w.cfg.Cost.Runs
-	if len(runs) == 0 {
-		return 0, false
-	}
-	i := w.runnerRuns - w.costFrom - 1
-	if i >= len(runs) {
-		i = len(runs) - 1
-	}
-	if i < 0 {
-		i = 0
-	}
-	return runs[i], true
-}
-
 func (c CostModel) String() string {
 	if len(c.Runs) > 0 {
 		return fmt.Sprint(c.Runs)

@@ -97,6 +97,23 @@ func (c CostModel) CostOf(work SyncWork) time.Duration {
 	return d
 }
 
+// RunCost is the virtual duration of runner run n of a proxy (counted
+// from 1 over the proxy's restarts; the direct initial syncs cost nothing
+// and are not counted) whose model was set when `since` runs had run:
+// the model's Runs entry for the run (the last one repeating), or the
+// model evaluated for the run's work, then the node's speed and jitter.
+// It is what the world charges each run; a replay of another
+// implementation (e2e/upstream's bubble) charges the same through it.
+func (c CostModel) RunCost(n, since int, work SyncWork) time.Duration {
+	var d time.Duration
+	if len(c.Runs) > 0 {
+		d = c.Runs[min(max(n-since-1, 0), len(c.Runs)-1)]
+	} else {
+		d = c.CostOf(work)
+	}
+	return c.vary(d, n)
+}
+
 // Config describes a world.
 type Config struct {
 	Runner   runner.Config

@@ -195,6 +195,13 @@ func NewSyncLog(origin time.Time, snapshot func() string) *SyncLog {
 // Logger is the logger to put in the proxier's context.
 func (l *SyncLog) Logger() logr.Logger { return logr.New(&syncSink{l: l}) }
 
+// count is the number of syncs started so far.
+func (l *SyncLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.syncs)
+}
+
 // Syncs lists the syncs seen so far.
 func (l *SyncLog) Syncs() []Observed {
 	l.mu.Lock()
@@ -245,7 +252,7 @@ func (s *syncSink) WithValues(kv ...any) logr.LogSink {
 func (s *syncSink) WithName(string) logr.LogSink { return s }
 
 // Compare matches proxysim's syncs with the observed ones: the same
-// number, each starting at the same instant, failing or not alike, and
+// number, each starting and ending at the same instants, failing or not alike, and
 // leaving the same dataplane after canon (the documented normalisations).
 // It returns one line per difference.
 //
@@ -288,6 +295,11 @@ func (t *Transcript) Compare(got []Observed, canon func(string) (string, error),
 		if w.Start != g.Start {
 			diffs = append(diffs, fmt.Sprintf("sync %d: proxysim at %v (%s), kube-proxy at %v", i+1, w.Start, w.Why, g.Start))
 			continue
+		}
+		if w.End != g.End {
+			// A run lasts its cost: the same on both sides when the
+			// other side's dataplane charges it (Charge).
+			diffs = append(diffs, fmt.Sprintf("sync %d at %v: proxysim ended at %v, kube-proxy at %v", i+1, w.Start, w.End, g.End))
 		}
 		if (w.Err != "") != g.Failed {
 			diffs = append(diffs, fmt.Sprintf("sync %d at %v: proxysim error %q, kube-proxy failed=%v", i+1, w.Start, w.Err, g.Failed))

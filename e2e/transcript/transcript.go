@@ -86,6 +86,12 @@ type Transcript struct {
 	Unsupported []string
 	// Result is proxysim's own verdict on the scenario.
 	Result *scenarios.Result
+	// Cost is the world's sync cost model for its node, as the replay
+	// started with it (scenario and pool variation): what each runner run
+	// cost (sim.CostModel.RunCost), for a Charge to charge the other side.
+	Cost sim.CostModel
+	// node is the world's own node, whose proxy this is.
+	node string
 }
 
 // faultFormats are the fault steps a bubble can inject at the same instant
@@ -118,8 +124,8 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 		return nil, err
 	}
 	t = &Transcript{Scenario: s}
-	if c := s.Proxy.SyncCost; c.Fixed != 0 || c.PerService != 0 || c.PerEndpoint != 0 || len(c.Runs) > 0 {
-		t.unsupported("proxy.syncCost (first at 0s): a sync's cost in virtual time; kube-proxy's syncs take no virtual time in a bubble")
+	if s.Proxy.SyncCost.Profile != "" {
+		t.unsupported("proxy.syncCost.profile (first at 0s): a profile costs a sync's dataplane work (sim.SyncWork), which a Charge does not count on upstream's fakes")
 	}
 	for _, o := range s.Initial {
 		t.Initial = append(t.Initial, o.Obj)
@@ -137,6 +143,7 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 			return d, err
 		},
 		World: func(w *sim.World) error {
+			t.Cost, t.node = w.Config().Cost, w.Config().NodeName
 			rec := &recorder{t: t, w: w}
 			w.Trace.Observe(func(e trace.Event) {
 				at := time.Duration(e.At)
@@ -185,6 +192,9 @@ func (t *Transcript) step(at time.Duration, e trace.Event) {
 		t.unsupported(fmt.Sprintf("step %q (first at %v): %s", e.Op, at, whyNot(e.Op)))
 		return
 	}
+	if node, ok := strings.CutPrefix(e.Object, "node "); ok && node != t.node && (e.Op == "restart" || e.Op == "fault") {
+		return // another node of a cluster (scenarios' node step): not the proxy replayed
+	}
 	switch e.Op {
 	case "restart":
 		t.Restarts = append(t.Restarts, at)
@@ -226,7 +236,7 @@ func whyNot(op string) string {
 	case "run", "retryAfter", "stop":
 		return "calls the runner directly; kube-proxy's proxier exposes no such call (sim/runner checks these timelines against upstream's runner tests)"
 	case "syncCost":
-		return "a sync's cost in virtual time; kube-proxy's CPU time is zero in a bubble"
+		return "changes the sync cost along the timeline; a Charge applies the model the replay started with"
 	case "ipvs":
 		return "an operator's ipvsadm on the kernel behind the proxy's back; no counterpart through API objects"
 	default:

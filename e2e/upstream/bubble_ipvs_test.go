@@ -27,6 +27,7 @@ import (
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 	ipvstest "k8s.io/kubernetes/pkg/proxy/ipvs/util/testing"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 
 	"github.com/proxysim/proxysim/e2e/transcript"
@@ -35,15 +36,30 @@ import (
 )
 
 type ipvsTarget struct {
-	s    *scenarios.Scenario
-	ipvs *ipvstest.FakeIPVS
-	log  *transcript.SyncLog
+	s       *scenarios.Scenario
+	ipvs    *ipvstest.FakeIPVS
+	log     *transcript.SyncLog
+	proxier any
+	charge  *transcript.Charge
 }
 
-func newIPVSTarget(s *scenarios.Scenario, _ *transcript.Transcript) bubbleTarget {
+func newIPVSTarget(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
 	t := &ipvsTarget{s: s, ipvs: ipvstest.NewFake()}
 	t.log = transcript.NewSyncLog(time.Now(), func() string { return ipvsTable(t.ipvs) })
+	t.charge = newCharge(tr, t.log, &t.proxier)
 	return t
+}
+
+// chargedIPT is the IPVS proxier's fake iptables: its one restore a sync,
+// after the sync's IPVS calls, charges the sync's cost.
+type chargedIPT struct {
+	*iptablestest.FakeIPTables
+	charge *transcript.Charge
+}
+
+func (f *chargedIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	defer f.charge.Sync()
+	return f.FakeIPTables.RestoreAll(data, flush, counters)
 }
 
 func (t *ipvsTarget) Fail(int)                     {}
@@ -52,12 +68,13 @@ func (t *ipvsTarget) Syncs() []transcript.Observed { return t.log.Syncs() }
 func (t *ipvsTarget) Start(ctx context.Context, client kubernetes.Interface) (func(), error) {
 	set := t.s.Proxy.Settings.(*ipvsmode.Settings)
 	ctx = klog.NewContext(ctx, t.log.Logger())
-	p, err := kipvs.NewProxier(ctx, v1.IPv4Protocol, iptablestest.NewFake(), t.ipvs, ipsettest.NewFake("7.1"), sysctltest.NewFake(),
+	p, err := kipvs.NewProxier(ctx, v1.IPv4Protocol, &chargedIPT{FakeIPTables: iptablestest.NewFake(), charge: t.charge}, t.ipvs, ipsettest.NewFake("7.1"), sysctltest.NewFake(),
 		syncPeriodOf(t.s), minSyncPeriodOf(t.s), nil, set.StrictARP, 0, 0, 0, false, 14, proxyutil.NewNoOpLocalDetector(),
 		nodeNameOf(t.s), firstIPv4(set.NodeIPs), nil, nil, set.Scheduler, nil, false)
 	if err != nil {
 		return nil, err
 	}
+	t.proxier = p
 	nl := ipvsnetlinktest.NewFakeNetlinkHandle(false)
 	if len(set.NodeIPs) > 0 {
 		_ = nl.SetLocalAddresses("eth0", set.NodeIPs...)

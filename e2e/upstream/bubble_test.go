@@ -264,10 +264,14 @@ func resyncOf(s *scenarios.Scenario) time.Duration {
 // iptables_test.go, failing the next fail restores.
 type faultyIPT struct {
 	*kubeIPT
-	fail int
+	fail   int
+	charge *transcript.Charge
 }
 
+// RestoreAll is the sync's write: it applies (or fails) at the run's
+// start, as proxysim's does, and then the run lasts its cost.
 func (f *faultyIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	defer f.charge.Sync()
 	if f.fail > 0 {
 		f.fail--
 		f.last = string(data)
@@ -277,12 +281,41 @@ func (f *faultyIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counte
 }
 
 type iptTarget struct {
-	s   *scenarios.Scenario
-	ipt *faultyIPT
-	log *transcript.SyncLog
+	s       *scenarios.Scenario
+	ipt     *faultyIPT
+	log     *transcript.SyncLog
+	proxier any
 }
 
-func newIPTTarget(s *scenarios.Scenario, _ *transcript.Transcript) bubbleTarget {
+// upstreamRunner is the receiver of kube-proxy v1.36's runner, whose
+// goroutine makes every sync but the direct initial one
+// (pkg/proxy/runner BoundedFrequencyRunner.Loop).
+const upstreamRunner = "k8s.io/kubernetes/pkg/proxy/runner.(*BoundedFrequencyRunner)"
+
+// newCharge charges the transcript's sync cost to the proxier *proxier
+// will hold: its size is its svcPortMap's length and the endpoints of its
+// endpointsMap, as proxysim's Proxier.Size counts its own.
+func newCharge(tr *transcript.Transcript, log *transcript.SyncLog, proxier *any) *transcript.Charge {
+	if tr == nil {
+		return nil
+	}
+	c := tr.NewCharge(log, upstreamRunner)
+	c.Size = func() (int, int) { return proxierSize(*proxier) }
+	return c
+}
+
+// proxierSize reads the service ports and endpoints a kube-proxy proxier
+// (iptables, nftables or IPVS: the same two fields) has applied.
+func proxierSize(p any) (servicePorts, endpoints int) {
+	v := reflect.ValueOf(p).Elem()
+	eps := v.FieldByName("endpointsMap").MapRange()
+	for eps.Next() {
+		endpoints += eps.Value().Len()
+	}
+	return v.FieldByName("svcPortMap").Len(), endpoints
+}
+
+func newIPTTarget(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
 	// The fake says whether iptables supports --random-fully; proxysim's
 	// iptables mode assumes it does, as every iptables since 1.6.2.
 	fake := iptablestest.NewFake()
@@ -298,6 +331,7 @@ func newIPTTarget(s *scenarios.Scenario, _ *transcript.Transcript) bubbleTarget 
 		}
 		return buf.String()
 	})
+	ipt.charge = newCharge(tr, t.log, &t.proxier)
 	return t
 }
 
@@ -345,6 +379,7 @@ func (t *iptTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 	if err != nil {
 		return nil, err
 	}
+	t.proxier = p
 	setUnexported(p, "nfacct", nil)
 	setUnexported(p, "conntrack", conntrack.NewFake())
 	setUnexported(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
@@ -387,10 +422,13 @@ func TestKubeProxyRetoldInBubble(t *testing.T) {
 // faultyNFT is a knftables.Fake failing the next fail transactions.
 type faultyNFT struct {
 	*knftables.Fake
-	fail int
+	fail   int
+	charge *transcript.Charge
 }
 
+// Run is a sync's write; the sync's first one charges its cost.
 func (f *faultyNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	defer f.charge.Sync()
 	if f.fail > 0 {
 		f.fail--
 		return fmt.Errorf("injected transaction failure")
@@ -399,15 +437,17 @@ func (f *faultyNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 }
 
 type nftTarget struct {
-	s   *scenarios.Scenario
-	nft *faultyNFT
-	log *transcript.SyncLog
+	s       *scenarios.Scenario
+	nft     *faultyNFT
+	log     *transcript.SyncLog
+	proxier any
 }
 
-func newNFTTarget(s *scenarios.Scenario, _ *transcript.Transcript) bubbleTarget {
+func newNFTTarget(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
 	nft := &faultyNFT{Fake: knftables.NewFake(knftables.IPv4Family, nftables.Table)}
 	t := &nftTarget{s: s, nft: nft}
 	t.log = transcript.NewSyncLog(time.Now(), func() string { return nft.Dump() })
+	nft.charge = newCharge(tr, t.log, &t.proxier)
 	return t
 }
 
@@ -445,6 +485,7 @@ func (t *nftTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 	if err != nil {
 		return nil, fmt.Errorf("kube-proxy's nftables NewProxier: %w", err)
 	}
+	t.proxier = p
 	f := reflect.ValueOf(p).Elem().FieldByName("nftables")
 	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(knftables.Interface(t.nft)))
 	setUnexported(p, "conntrack", conntrack.NewFake())
@@ -506,22 +547,45 @@ type noFaults struct{ bubbleTarget }
 
 func (noFaults) Fail(int) {}
 
+// uncharged is a target whose syncs take no virtual time.
+func uncharged(t bubbleTarget) bubbleTarget {
+	switch t := t.(type) {
+	case *iptTarget:
+		t.ipt.charge.Off = true
+	case *ipvsTarget:
+		t.charge.Off = true
+	}
+	return t
+}
+
 // TestBubbleComparisonCatchesDifferences shows that the comparison can
 // fail: kube-proxy given minSyncPeriod 2s where proxysim had 1s syncs at
-// other instants, and kube-proxy whose restores never fail keeps a
-// dataplane proxysim's failed restores did not write.
+// other instants; kube-proxy whose restores never fail keeps a
+// dataplane proxysim's failed restores did not write; kube-proxy whose
+// syncs are not charged their cost syncs earlier (from v1.34 the cooldown
+// counts from a sync's end) and ends its syncs at their start.
 func TestBubbleComparisonCatchesDifferences(t *testing.T) {
 	for _, c := range []struct {
 		scenario, want string
+		retell         bool
 		target         func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget
 	}{
-		{"churn-iptables", "kube-proxy at", func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
+		{"sync-cost-v1.34", "sync 3: proxysim at 2.45s (request), kube-proxy at 2s", false, func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
+			return uncharged(newIPVSTarget(s, tr))
+		}},
+		{"sync-cost-v1.34", "sync 3: proxysim at 2.45s (request), kube-proxy at 2s", true, func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
+			return uncharged(newIPTTarget(s, tr))
+		}},
+		{"ingress-vs-kube-proxy", "sync 2 at 10.5s: proxysim ended at 10.55s, kube-proxy at 10.5s", true, func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
+			return uncharged(newIPTTarget(s, tr))
+		}},
+		{"churn-iptables", "kube-proxy at", false, func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
 			slower := *s
 			d := scenarios.Duration(2 * time.Second)
 			slower.Proxy.MinSyncPeriod = &d
 			return newIPTTarget(&slower, tr)
 		}},
-		{"iptables-partial-sync", "kube-proxy failed=false", func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
+		{"iptables-partial-sync", "kube-proxy failed=false", false, func(s *scenarios.Scenario, tr *transcript.Transcript) bubbleTarget {
 			return noFaults{newIPTTarget(s, tr)}
 		}},
 	} {
@@ -529,19 +593,26 @@ func TestBubbleComparisonCatchesDifferences(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if c.retell {
+			s = transcript.AsIPTables(s)
+		}
 		tr, err := transcript.Record(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []transcript.Observed
+		canon := canonical
 		synctest.Test(t, func(t *testing.T) {
 			target := c.target(s, tr)
+			if _, ok := target.(*ipvsTarget); ok {
+				canon = identity
+			}
 			if err := tr.Drive(target); err != nil {
 				t.Fatal(err)
 			}
 			got = target.Syncs()
 		})
-		diffs, _ := tr.Compare(got, canonical, lineDiff)
+		diffs, _ := tr.Compare(got, canon, lineDiff)
 		if !strings.Contains(strings.Join(diffs, "\n"), c.want) {
 			t.Errorf("%s: the comparison should report %q, got %q", c.scenario, c.want, diffs)
 		}

@@ -124,7 +124,7 @@ func TestKubeProxy133InBubble(t *testing.T) {
 			for run := 0; run < *bubbleRuns; run++ {
 				var got []transcript.Observed
 				synctest.Test(t, func(t *testing.T) {
-					target := newIPTTarget(s)
+					target := newIPTTarget(s, tr)
 					if err := tr.Drive(target); err != nil {
 						t.Fatalf("driving kube-proxy: %v", err)
 					}
@@ -178,10 +178,14 @@ func TestKubeProxy133InBubble(t *testing.T) {
 // (the fake joins the argv with spaces).
 type kubeIPT struct {
 	*iptablestest.FakeIPTables
-	fail int
+	fail   int
+	charge *transcript.Charge
 }
 
+// RestoreAll is the sync's write: applied (or failed) at the run's start,
+// as proxysim's is; then the run lasts the cost proxysim charged.
 func (f *kubeIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	defer f.charge.Sync()
 	if f.fail > 0 {
 		f.fail--
 		return fmt.Errorf("injected restore failure")
@@ -201,12 +205,18 @@ func (f *kubeIPT) EnsureRule(pos utiliptables.RulePosition, table utiliptables.T
 }
 
 type iptTarget struct {
-	s   *scenarios.Scenario
-	ipt *kubeIPT
-	log *transcript.SyncLog
+	s       *scenarios.Scenario
+	ipt     *kubeIPT
+	log     *transcript.SyncLog
+	proxier any
 }
 
-func newIPTTarget(s *scenarios.Scenario) *iptTarget {
+// upstreamRunner is the receiver of kube-proxy v1.33's runner, whose
+// goroutine makes every sync but the direct initial one
+// (pkg/util/async BoundedFrequencyRunner.Loop).
+const upstreamRunner = "k8s.io/kubernetes/pkg/util/async.(*BoundedFrequencyRunner)"
+
+func newIPTTarget(s *scenarios.Scenario, tr *transcript.Transcript) *iptTarget {
 	fake := iptablestest.NewFake()
 	fake.SetHasRandomFully(true) // proxysim's iptables mode assumes --random-fully
 	t := &iptTarget{s: s, ipt: &kubeIPT{FakeIPTables: fake}}
@@ -219,7 +229,20 @@ func newIPTTarget(s *scenarios.Scenario) *iptTarget {
 		}
 		return buf.String()
 	})
+	t.ipt.charge = tr.NewCharge(t.log, upstreamRunner)
+	t.ipt.charge.Size = func() (int, int) { return proxierSize(t.proxier) }
 	return t
+}
+
+// proxierSize reads the service ports and endpoints kube-proxy's proxier
+// has applied, as proxysim's Proxier.Size counts its own.
+func proxierSize(p any) (servicePorts, endpoints int) {
+	v := reflect.ValueOf(p).Elem()
+	eps := v.FieldByName("endpointsMap").MapRange()
+	for eps.Next() {
+		endpoints += eps.Value().Len()
+	}
+	return v.FieldByName("svcPortMap").Len(), endpoints
 }
 
 func (t *iptTarget) Fail(n int) { t.ipt.fail += n }
@@ -269,6 +292,7 @@ func (t *iptTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 	if err != nil {
 		return nil, err
 	}
+	t.proxier = p
 	setUnexported(p, "nfacct", nil)
 	setUnexported(p, "conntrack", conntrack.NewFake())
 	setUnexported(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
@@ -324,4 +348,50 @@ func kubeProxyNode(ctx context.Context, client kubernetes.Interface, p proxy.Pro
 		slices.Shutdown()
 		services.Shutdown()
 	}, nil
+}
+
+// TestBurstRunnerCostInBubble tells sync-cost-v1.34 for kube-proxy v1.33
+// (its burst runner, whose minSyncPeriod counts from a run's start) and
+// for the iptables mode, and replays it through kube-proxy v1.33.13 with
+// each runner run charged the scenario's cost: the runs must start and end
+// at the instants proxysim's burst runner gives them. Uncharged, the runs
+// end at their start, and the comparison must say so.
+func TestBurstRunnerCostInBubble(t *testing.T) {
+	s, err := scenarios.LoadLibrary("sync-cost-v1.34")
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := *transcript.AsIPTables(s)
+	told.Proxy.Version = "v1.33.0"
+	tr, err := transcript.Record(&told)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Unsupported) > 0 {
+		t.Fatalf("listed: %v", tr.Unsupported)
+	}
+	for _, charged := range []bool{true, false} {
+		var got []transcript.Observed
+		synctest.Test(t, func(t *testing.T) {
+			target := newIPTTarget(&told, tr)
+			target.ipt.charge.Off = !charged
+			if err := tr.Drive(target); err != nil {
+				t.Fatalf("driving kube-proxy: %v", err)
+			}
+			got = target.log.Syncs()
+		})
+		diffs, raced := tr.Compare(got, transcript.CanonicalIPTables, transcript.LineDiff)
+		switch {
+		case charged && len(diffs) > 0:
+			t.Errorf("kube-proxy v1.33.13 and proxysim differ:\n%s", strings.Join(diffs, "\n"))
+		case charged:
+			var spans []string
+			for _, x := range tr.Syncs {
+				spans = append(spans, fmt.Sprintf("%v-%v", x.Start, x.End))
+			}
+			t.Logf("%d syncs %v: same starts and ends in kube-proxy v1.33.13 (raced: %v)", len(tr.Syncs), spans, raced)
+		case !strings.Contains(strings.Join(diffs, "\n"), "proxysim ended at 1.45s, kube-proxy at 1s"):
+			t.Errorf("uncharged, the comparison should report the first run's end, got %q", diffs)
+		}
+	}
 }

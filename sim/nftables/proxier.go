@@ -164,6 +164,11 @@ func New(cfg Config, nft knftables.Interface, clk clock.PassiveClock, trace func
 	return p
 }
 
+// ForceFullSync makes the next sync full, as kube-proxy's nftables
+// proxier does on a change of the node's topology labels
+// (OnTopologyChange).
+func (p *Proxier) ForceFullSync() { p.needFullSync = true }
+
 // Metrics returns the proxier's metrics so far.
 func (p *Proxier) Metrics() Metrics { return p.metrics }
 
