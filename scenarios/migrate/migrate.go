@@ -231,9 +231,10 @@ func Compare(o Options) (*Report, error) {
 	for _, st := range o.Set {
 		r.Set = append(r.Set, st.String())
 	}
+	shared := sharedDump(in, s0)
 	for _, n := range c.Nodes {
 		for i, sd := range sides {
-			s, err := load(in, n, sd.Mode, i == 1, primaryDefault && in.targetConfig == "", setsFor(i, o.Set), "")
+			s, err := load(in, n, sd.Mode, i == 1, primaryDefault && in.targetConfig == "", setsFor(i, o.Set), "", shared)
 			if err != nil {
 				return nil, err
 			}
