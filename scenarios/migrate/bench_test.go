@@ -99,8 +99,11 @@ func benchmarkMigrate(b *testing.B, from, to string) {
 		b.ReportMetric(float64(r.Connections), "connections")
 	}
 	// The process's CPU time, besides the wall time: on a machine shared
-	// with other jobs the wall time says as much about them.
+	// with other jobs the wall time says as much about them. The peak
+	// resident memory is the process's so far: run one sub-benchmark at a
+	// time for its own.
 	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/op")
+	b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 }
 
 func cpuSeconds() float64 {
@@ -109,6 +112,16 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// peakRSSMB is the process's largest resident set so far, in MB (Linux
+// reports it in KiB).
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) * 1024 / 1e6
 }
 
 var benchServices = 10000
