@@ -324,7 +324,7 @@ func (r *Report) compare(c *cluster, primary map[string]string) {
 // traceBlock is how many probes each mode traces before the two are
 // compared: enough to keep both cores busy, few enough that the outcomes
 // waiting for comparison stay small.
-const traceBlock = 2048
+var traceBlock = 2048
 
 // difference files a probe whose outcomes differ under its Service, with
 // the others of the same port, entry, client, outcomes and rule.

@@ -38,3 +38,26 @@ func TestDumpWarningsSurviveTheSharedDecode(t *testing.T) {
 		t.Fatalf("the dump's warnings: %q (all: %q), want one skipped Deployment naming %s at line %d", got, r.Warnings, c[0], line)
 	}
 }
+
+// The modes trace probes block by block; where the blocks end does not
+// change the report.
+func TestTraceBlocksLeaveTheReportAlone(t *testing.T) {
+	c := clusters(t)["external-traffic-policy-local"]
+	report := func() string {
+		r, err := Compare(Options{Cluster: c[0], Config: c[1], To: "nftables"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := r.Text(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	whole := report()
+	defer func(n int) { traceBlock = n }(traceBlock)
+	traceBlock = 3
+	if small := report(); small != whole || !strings.Contains(whole, "external-traffic-policy-local") {
+		t.Fatalf("blocks of 3 probes:\n%s\none block:\n%s", small, whole)
+	}
+}
