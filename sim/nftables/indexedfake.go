@@ -20,9 +20,8 @@ import (
 // other transaction (one that would fail on an element, or one whose
 // operations are not known) runs on the Fake as it is, so errors are the
 // Fake's own. Rule, chain, set and map handles are numbered as the Fake
-// numbers them (each element added counts), and the elements keep the
-// Fake's order; only Fake.LastTransaction is the transaction without its
-// elements.
+// numbers them (each element added counts), the elements keep the Fake's
+// order, and Fake.LastTransaction is the transaction run.
 type IndexedFake struct {
 	*knftables.Fake
 }
