@@ -75,7 +75,7 @@ func (r *Report) CheckKernel(f scenarios.DataplaneFactory, crossed bool) error {
 			for k, rt := range rs {
 				steps.WriteString(routeStep(k, rt.p, rt.want))
 			}
-			s, err := load(in, r.cluster.node(node), sd.Mode, i == 1, primaryDefault, setsFor(i, o.Set), steps.String())
+			s, err := load(in, r.cluster.node(node), sd.Mode, i == 1, primaryDefault, setsFor(i, o.Set), steps.String(), nil)
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
@@ -231,9 +232,10 @@ func Compare(o Options) (*Report, error) {
 	for _, st := range o.Set {
 		r.Set = append(r.Set, st.String())
 	}
+	shared := sharedDump(in, s0)
 	for _, n := range c.Nodes {
 		for i, sd := range sides {
-			s, err := load(in, n, sd.Mode, i == 1, primaryDefault && in.targetConfig == "", setsFor(i, o.Set), "")
+			s, err := load(in, n, sd.Mode, i == 1, primaryDefault && in.targetConfig == "", setsFor(i, o.Set), "", shared)
 			if err != nil {
 				return nil, err
 			}
@@ -285,30 +287,29 @@ func (r *Report) compare(c *cluster, primary map[string]string) {
 	}
 	groups := map[string]*Difference{}
 	var order []string
-	for _, p := range probes {
-		before := r.sides[0].trace(c, p)
-		after := r.sides[1].trace(c, p)
-		if before.Same(after) {
-			continue
+	// The two modes trace a block of probes at once, one goroutine each
+	// (a side's tracers are its own), and the block is then compared in
+	// probe order: the report does not depend on which finished first.
+	var outs [2][]Outcome
+	for start := 0; start < len(probes); start += traceBlock {
+		block := probes[start:min(start+traceBlock, len(probes))]
+		var wg sync.WaitGroup
+		for i, sd := range r.sides {
+			outs[i] = slices.Grow(outs[i][:0], len(block))[:len(block)]
+			wg.Go(func() {
+				for k, p := range block {
+					outs[i][k] = sd.trace(c, p)
+				}
+			})
 		}
-		owner := ""
-		if n := c.nodeOf(strings.Split(p.To, ":")[0]); n != nil {
-			owner = primary[n.Name]
+		wg.Wait()
+		for k, p := range block {
+			before, after := outs[0][k], outs[1][k]
+			if before.Same(after) {
+				continue
+			}
+			r.difference(c, primary, p, before, after, bySvc, groups, &order)
 		}
-		rule := explain(p, r.From, r.To, before, after, owner)
-		sr := bySvc[p.Service.Key]
-		sr.Unchanged = false
-		key := strings.Join([]string{p.Service.Key, p.PortName, p.Entry, p.Client, before.String(), after.String(), rule.ID}, "\x00")
-		d := groups[key]
-		if d == nil {
-			d = &Difference{Port: p.PortName, Entry: p.Entry, Client: p.Client, Before: before.String(), After: after.String(),
-				BeforeShares: shareStrings(before), AfterShares: shareStrings(after), Rule: rule, before: before, after: after}
-			groups[key] = d
-			order = append(order, key)
-		}
-		d.Affected = append(d.Affected, Affected{To: p.To, From: p.From, Node: p.Via})
-		d.probes = append(d.probes, p)
-		r.probesByKey[p.Key()] = p
 	}
 	for _, k := range order {
 		d := groups[k]
@@ -318,6 +319,34 @@ func (r *Report) compare(c *cluster, primary map[string]string) {
 	for _, k := range sortedKeys(bySvc) {
 		r.Services = append(r.Services, *bySvc[k])
 	}
+}
+
+// traceBlock is how many probes each mode traces before the two are
+// compared: enough to keep both cores busy, few enough that the outcomes
+// waiting for comparison stay small.
+var traceBlock = 2048
+
+// difference files a probe whose outcomes differ under its Service, with
+// the others of the same port, entry, client, outcomes and rule.
+func (r *Report) difference(c *cluster, primary map[string]string, p probe, before, after Outcome, bySvc map[string]*ServiceReport, groups map[string]*Difference, order *[]string) {
+	owner := ""
+	if n := c.nodeOf(strings.Split(p.To, ":")[0]); n != nil {
+		owner = primary[n.Name]
+	}
+	rule := explain(p, r.From, r.To, before, after, owner)
+	sr := bySvc[p.Service.Key]
+	sr.Unchanged = false
+	key := strings.Join([]string{p.Service.Key, p.PortName, p.Entry, p.Client, before.String(), after.String(), rule.ID}, "\x00")
+	d := groups[key]
+	if d == nil {
+		d = &Difference{Port: p.PortName, Entry: p.Entry, Client: p.Client, Before: before.String(), After: after.String(),
+			BeforeShares: shareStrings(before), AfterShares: shareStrings(after), Rule: rule, before: before, after: after}
+		groups[key] = d
+		*order = append(*order, key)
+	}
+	d.Affected = append(d.Affected, Affected{To: p.To, From: p.From, Node: p.Via})
+	d.probes = append(d.probes, p)
+	r.probesByKey[p.Key()] = p
 }
 
 func shareStrings(o Outcome) map[string]string {

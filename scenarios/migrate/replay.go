@@ -103,7 +103,7 @@ type side struct {
 // scenarioText is the scenario that replays one node's kube-proxy in a
 // mode: the dump, the configuration file, the node's name and addresses,
 // and, for the target, the mode with kube-proxy's defaults for it.
-func scenarioText(in *inputs, n *node, mode string, target bool, primaryDefault bool, steps string) string {
+func scenarioText(in *inputs, n *node, mode string, target bool, primaryDefault bool, steps string, withObjects bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\n", strconv.Quote("migrate "+n.Name+" "+mode))
 	b.WriteString("proxy:\n  version: v1.36.0\n")
@@ -130,15 +130,41 @@ func scenarioText(in *inputs, n *node, mode string, target bool, primaryDefault 
 			b.WriteString("  nodePortAddresses: primary\n")
 		}
 	}
-	fmt.Fprintf(&b, "objects:\n  - file: %s\n", strconv.Quote(in.cluster))
+	if withObjects {
+		fmt.Fprintf(&b, "objects:\n  - file: %s\n", strconv.Quote(in.cluster))
+	}
 	b.WriteString("timeline:\n  - at: 1s\n    note: the dataplane after the initial sync\n")
 	b.WriteString(steps)
 	return b.String()
 }
 
+// dump is the cluster dump decoded once, for every node's scenario in both
+// modes: decoding does not depend on the mode, and a replay copies the
+// objects it stores, so the scenarios can share them.
+type dump struct {
+	objects []scenarios.Object
+	// warnings are the dump's own (objects skipped), in the order a
+	// scenario naming the dump would add them after its other warnings.
+	warnings scenarios.Problems
+}
+
+// sharedDump keeps the objects and warnings of a scenario that named the
+// dump (in.cluster).
+func sharedDump(in *inputs, s *scenarios.Scenario) *dump {
+	d := &dump{objects: s.Initial}
+	for _, w := range s.Warnings {
+		if w.File == in.cluster {
+			d.warnings = append(d.warnings, w)
+		}
+	}
+	return d
+}
+
 // load parses one node's scenario in a mode, with the target's settings.
-func load(in *inputs, n *node, mode string, target, primaryDefault bool, sets []scenarios.Setting, steps string) (*scenarios.Scenario, error) {
-	text := scenarioText(in, n, mode, target, primaryDefault, steps)
+// With shared, the scenario takes the dump's objects as decoded once
+// instead of decoding the file again.
+func load(in *inputs, n *node, mode string, target, primaryDefault bool, sets []scenarios.Setting, steps string, shared *dump) (*scenarios.Scenario, error) {
+	text := scenarioText(in, n, mode, target, primaryDefault, steps, shared == nil)
 	name := "migrate-" + n.Name + "-" + mode + ".yaml"
 	s, err := scenarios.Parse(name, []byte(text), in.fs)
 	if err != nil {
@@ -152,6 +178,10 @@ func load(in *inputs, n *node, mode string, target, primaryDefault bool, sets []
 			}
 			return nil, in.blame(err)
 		}
+	}
+	if shared != nil {
+		s.Initial = shared.objects
+		s.Warnings = append(s.Warnings[:len(s.Warnings):len(s.Warnings)], shared.warnings...)
 	}
 	return s, nil
 }

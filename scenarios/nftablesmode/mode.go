@@ -145,14 +145,17 @@ func (p *Settings) Config() nftables.Config {
 	return c
 }
 
-// Fake is a knftables.Fake behind transaction-failure injection.
+// Fake is a knftables.Fake behind transaction-failure injection, taking
+// the proxier's set and map elements through an index
+// (nftables.IndexedFake: the same table, without the Fake's linear
+// element lookup).
 func (Mode) Fake(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
 	set, ok := s.Proxy.Settings.(*Settings)
 	if !ok {
 		return nil, fmt.Errorf("%s: an nftables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
 	}
-	fake := knftables.NewFake(knftables.IPv4Family, nftables.Table)
-	return &Dataplane{name: "fake", cfg: set.Config(), fake: fake, faults: nftables.WithFaults(fake), nodeIPs: set.nodeIPs}, nil
+	fake := nftables.NewIndexedFake(knftables.IPv4Family, nftables.Table)
+	return &Dataplane{name: "fake", cfg: set.Config(), fake: fake.Fake, faults: nftables.WithFaults(fake), nodeIPs: set.nodeIPs}, nil
 }
 
 // Kernel is a real kube-proxy table a replay programs: a network

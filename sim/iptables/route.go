@@ -5,6 +5,7 @@ import (
 	"github.com/proxysim/proxysim/sim/route"
 	"math/big"
 	"net"
+	"net/netip"
 	"slices"
 	"sort"
 	"time"
@@ -151,40 +152,76 @@ type ruleIndex struct {
 }
 
 // chainIndex is one chain's rules: those matching one destination address
-// only (-d IP/32), by address, and the rest, each list in rule order.
+// only (-d IP/32), by address; of the others, those matching one
+// destination port (--dport), by port; and the rest, each list in rule
+// order.
 type chainIndex struct {
-	byDst map[string][]int
-	rest  []int
+	byDst  map[netip.Addr][]int
+	byPort map[int][]int
+	rest   []int
 }
 
-// candidates are the indices, in order, of c's rules a packet to dst can
-// match.
-func (x *ruleIndex) candidates(c *Chain, dst net.IP) []int {
+// addrKey is an address as the index keys it (an IPv4 address in its
+// 4-byte form, whichever form it came in).
+func addrKey(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// candidates are c's rules a packet to dst:dport can match: three lists of
+// rule indices, each in order, for the walker to merge.
+func (x *ruleIndex) candidates(c *Chain, dst net.IP, dport int) (byDst, byPort, rest []int) {
 	ci := x.chains[c]
 	if ci == nil {
-		ci = &chainIndex{byDst: map[string][]int{}}
+		ci = &chainIndex{byDst: map[netip.Addr][]int{}, byPort: map[int][]int{}}
 		for i, r := range c.Rules {
 			if r.Dst != nil && !r.NotDst {
 				if ones, bits := r.Dst.Mask.Size(); ones == bits {
-					k := r.Dst.IP.String()
+					k := addrKey(r.Dst.IP)
 					ci.byDst[k] = append(ci.byDst[k], i)
 					continue
 				}
+			}
+			if r.DPort != 0 {
+				ci.byPort[r.DPort] = append(ci.byPort[r.DPort], i)
+				continue
 			}
 			ci.rest = append(ci.rest, i)
 		}
 		x.chains[c] = ci
 	}
-	a, b := ci.byDst[dst.String()], ci.rest
-	out := make([]int, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
-		if len(b) == 0 || len(a) > 0 && a[0] < b[0] {
-			out, a = append(out, a[0]), a[1:]
-		} else {
-			out, b = append(out, b[0]), b[1:]
+	return ci.byDst[addrKey(dst)], ci.byPort[dport], ci.rest
+}
+
+// ruleCursor walks a chain's rules in order: all of them, or the merge of
+// an index's three lists.
+type ruleCursor struct {
+	all     int // the next rule, without an index
+	n       int // how many rules the chain has
+	indexed bool
+	lists   [3][]int
+}
+
+func (rc *ruleCursor) next() (int, bool) {
+	if !rc.indexed {
+		if rc.all >= rc.n {
+			return 0, false
+		}
+		rc.all++
+		return rc.all - 1, true
+	}
+	best := -1
+	for i, l := range rc.lists {
+		if len(l) > 0 && (best < 0 || l[0] < rc.lists[best][0]) {
+			best = i
 		}
 	}
-	return out
+	if best < 0 {
+		return 0, false
+	}
+	k := rc.lists[best][0]
+	rc.lists[best] = rc.lists[best][1:]
+	return k, true
 }
 
 func routeMasquerade(t *Walker) (Shares, Shares, error) {
@@ -345,17 +382,19 @@ func (t *Walker) chain(table, name string, st Path, w *big.Rat, depth int) ([]Br
 	}
 	live := []Branch{{Path: st, W: w}}
 	var done []Branch
-	rules := c.Rules
+	rc := ruleCursor{n: len(c.Rules)}
 	if t.index != nil {
-		// Every branch of this call shares st's destination: only a DNAT,
-		// which ends the branch, changes it.
-		idx := t.index.candidates(c, st.Dst)
-		rules = make([]*Rule, len(idx))
-		for i, k := range idx {
-			rules[i] = c.Rules[k]
-		}
+		// Every branch of this call shares st's destination address and
+		// port: only a DNAT, which ends the branch, changes them.
+		a, b, r := t.index.candidates(c, st.Dst, st.DPort)
+		rc.indexed, rc.lists = true, [3][]int{a, b, r}
 	}
-	for _, r := range rules {
+	for {
+		k, ok := rc.next()
+		if !ok {
+			break
+		}
+		r := c.Rules[k]
 		var next []Branch
 		for _, b := range live {
 			ok, err := t.matches(r, b.Path)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strconv"
 	"strings"
 
 	"github.com/proxysim/proxysim/sim/iptables"
@@ -191,7 +192,14 @@ func (t *tracer) matchSet(name, flags string, src net.IP, proto string, p iptabl
 // set's type or flags are not indexed.
 func (v *PathView) setCandidates(c IPSetContents, flags string, src, dst net.IP, proto string, dport int) ([]string, bool) {
 	dirs := strings.Split(flags, ",")
-	if c.Set.Type == BitmapPort || len(dirs) < c.Set.Type.dims() {
+	if len(dirs) < c.Set.Type.dims() {
+		return nil, false
+	}
+	// A bitmap:port holds ports alone, matched against the destination
+	// port of a packet with a protocol. A source port dimension is Match's
+	// error to report.
+	bitmap := c.Set.Type == BitmapPort
+	if bitmap && dirs[0] != "dst" || c.Set.Type.dims() > 1 && dirs[1] != "dst" {
 		return nil, false
 	}
 	first := dst
@@ -209,10 +217,23 @@ func (v *PathView) setCandidates(c IPSetContents, flags string, src, dst net.IP,
 			if err != nil {
 				return nil, false // Match reports it
 			}
-			k := setKey(c.Set.Type, net.ParseIP(e.IP), e.Protocol, e.Port)
+			k := strconv.Itoa(e.Port)
+			if !bitmap {
+				k = setKey(c.Set.Type, net.ParseIP(e.IP), e.Protocol, e.Port)
+			}
 			idx[k] = append(idx[k], IPSetEntry{IP: raw})
 		}
 		v.setIndex[c.Set.Name] = idx
+	}
+	if bitmap {
+		if proto == "" {
+			return nil, true
+		}
+		var out []string
+		for _, e := range idx[strconv.Itoa(dport)] {
+			out = append(out, e.IP)
+		}
+		return out, true
 	}
 	var out []string
 	for _, e := range idx[setKey(c.Set.Type, first, proto, dport)] {

@@ -48,3 +48,16 @@ func (f *Faults) Run(ctx context.Context, tx *knftables.Transaction) error {
 	}
 	return f.Interface.Run(ctx, tx)
 }
+
+// runOps is Run for a transaction whose operations are known, passed on to
+// a dataplane that can use them.
+func (f *Faults) runOps(ctx context.Context, tx *knftables.Transaction, ops []op) error {
+	if f.failNext > 0 {
+		f.failNext--
+		return ErrInjected
+	}
+	if r, ok := f.Interface.(opsRunner); ok {
+		return r.runOps(ctx, tx, ops)
+	}
+	return f.Interface.Run(ctx, tx)
+}

@@ -61,3 +61,17 @@ func BenchmarkPartialSyncOneService(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFullSync's sync into an IndexedFake: the same table, without
+// the Fake's linear element lookup.
+func BenchmarkFullSyncIndexedFake(b *testing.B) {
+	st := bigState(1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		nft := NewIndexedFake(knftables.IPv4Family, Table)
+		p := New(testConfig, WithFaults(nft), clocktesting.NewFakeClock(time.Unix(0, 0)), nil)
+		if err := p.Sync(st); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -274,7 +274,7 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 	if full {
 		kind = "full"
 	}
-	if rerr := p.nft.Run(ctx, tx.Transaction); rerr != nil {
+	if rerr := p.run(ctx, tx); rerr != nil {
 		p.trace("transaction", fmt.Sprintf("%s sync, %d operations", kind, tx.NumOperations()), rerr)
 		p.metrics.SyncFailures++
 		clear(p.staleChains)
@@ -308,7 +308,7 @@ func (p *Proxier) deleteStaleChains(ctx context.Context, start time.Time) error 
 		return nil
 	}
 	p.work.Transactions++
-	err := p.nft.Run(ctx, tx.Transaction)
+	err := p.run(ctx, tx)
 	p.trace("delete-stale", strings.Join(deleted, " "), err)
 	if err != nil {
 		p.metrics.CleanupFailures++

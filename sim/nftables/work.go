@@ -13,6 +13,11 @@ import (
 type txn struct {
 	*knftables.Transaction
 	work *sim.NFTablesWork
+	// ops are the operations queued, in order, for a dataplane that can
+	// use them (IndexedFake); dropped: knftables refused one (the run then
+	// fails with its error).
+	ops     []op
+	dropped bool
 }
 
 func (p *Proxier) newTxn() *txn {
@@ -22,17 +27,22 @@ func (p *Proxier) newTxn() *txn {
 
 // count queues an operation through do and counts it if knftables took it
 // (it drops every operation after an invalid one, and the run then fails).
-func (t *txn) count(v sim.NFTVerb, obj knftables.Object, do func(knftables.Object)) {
+func (t *txn) count(v sim.NFTVerb, verb string, obj knftables.Object, do func(knftables.Object)) {
 	n := t.NumOperations()
 	do(obj)
 	if t.NumOperations() > n {
 		t.work.Ops[v][objectType(obj)]++
+		t.ops = append(t.ops, op{verb, obj})
+	} else {
+		t.dropped = true
 	}
 }
 
-func (t *txn) Add(obj knftables.Object)    { t.count(sim.NFTAdd, obj, t.Transaction.Add) }
-func (t *txn) Flush(obj knftables.Object)  { t.count(sim.NFTFlush, obj, t.Transaction.Flush) }
-func (t *txn) Delete(obj knftables.Object) { t.count(sim.NFTDelete, obj, t.Transaction.Delete) }
+func (t *txn) Add(obj knftables.Object)   { t.count(sim.NFTAdd, "add", obj, t.Transaction.Add) }
+func (t *txn) Flush(obj knftables.Object) { t.count(sim.NFTFlush, "flush", obj, t.Transaction.Flush) }
+func (t *txn) Delete(obj knftables.Object) {
+	t.count(sim.NFTDelete, "delete", obj, t.Transaction.Delete)
+}
 
 func objectType(obj knftables.Object) sim.NFTObject {
 	switch obj.(type) {
