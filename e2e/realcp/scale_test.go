@@ -273,7 +273,15 @@ func createAll(ctx context.Context, cp *controlPlane, objs []runtime.Object, wor
 			for o := range work {
 				// Created before kube-proxy starts: their trigger times are
 				// old news to it.
-				if err := apply(ctx, cp.client, "add", o, time.Now()); err != nil {
+				err := apply(ctx, cp.client, "add", o, time.Now())
+				// The API server's allocator learns of the library
+				// ServiceCIDR (made Ready just before) through an informer:
+				// a Service created before it has may be refused.
+				for try := 0; err != nil && strings.Contains(err.Error(), "does not match the current range") && try < 100; try++ {
+					time.Sleep(100 * time.Millisecond)
+					err = apply(ctx, cp.client, "add", o, time.Now())
+				}
+				if err != nil {
 					once.Do(func() { first = fmt.Errorf("create %s: %w", objName(o), err); cancel() })
 				}
 			}
@@ -507,10 +515,15 @@ func TestSyncDurationsAtScale(t *testing.T) {
 				})
 			}
 		})
-		// Each size's points as they come: a long run stopped part way
-		// keeps what it measured.
+		// Each size's points as they come, over those pinned for other
+		// sizes and dataplanes: a long run stopped part way keeps what it
+		// measured, and sizes can be measured in several runs.
 		if *updateScale && len(pts) > 0 {
-			if err := os.WriteFile(scaleGolden, []byte(scaleTable(pts)), 0o644); err != nil {
+			pinned, err := readScaleTable(scaleGolden)
+			if err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(scaleGolden, []byte(scaleTable(mergePoints(pinned, pts))), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -522,16 +535,8 @@ func TestSyncDurationsAtScale(t *testing.T) {
 		return
 	}
 	for _, p := range pts {
-		if e := relErr(p.KernelCPU, p.Kernel); math.Abs(e) > kernelTolerance {
-			t.Errorf("%s %d %s: the kernel's CPU %.3fs is %+.0f%% off the profile's %.3fs (tolerance ±%.0f%%)", p.Dataplane, p.Services, p.Kind, p.KernelCPU, 100*e, p.Kernel, 100*kernelTolerance)
-		}
-		if e := relErr(p.KernelCPU+p.OwnCPU, p.Cost()); math.Abs(e) > cpuTolerance {
-			t.Errorf("%s %d %s: kube-proxy's CPU with its children's, %.3fs, is %+.0f%% off the charged %.3fs (tolerance ±%.0f%%)", p.Dataplane, p.Services, p.Kind, p.KernelCPU+p.OwnCPU, 100*e, p.Cost(), 100*cpuTolerance)
-		}
-		// Wall time on a shared host is the CPU time and the waits for it:
-		// only a sync faster than the charge is a miss of the profile.
-		if e := relErr(p.Elapsed.Seconds(), p.Cost()); e < -elapsedUnder {
-			t.Errorf("%s %d %s: kube-proxy's elapsed %v is %+.0f%% under the charged %.3fs (at most %.0f%% under)", p.Dataplane, p.Services, p.Kind, p.Elapsed, 100*e, p.Cost(), 100*elapsedUnder)
+		for _, e := range scaleMisses(p) {
+			t.Error(e)
 		}
 	}
 	t.Logf("\n%s", scaleTable(pts))
@@ -579,4 +584,146 @@ func medianOf(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// mergePoints is pinned with each point of fresh in place of the pinned
+// one of the same dataplane, size and kind, in dataplane, size and kind
+// order.
+func mergePoints(pinned, fresh []scalePoint) []scalePoint {
+	type key struct {
+		d string
+		n int
+		k string
+	}
+	byKey := map[key]scalePoint{}
+	for _, p := range append(append([]scalePoint(nil), pinned...), fresh...) {
+		byKey[key{p.Dataplane, p.Services, p.Kind}] = p
+	}
+	var out []scalePoint
+	for _, p := range byKey {
+		out = append(out, p)
+	}
+	order := func(d string) int {
+		return slices.Index([]string{costprofile.IPTablesNFT, costprofile.IPTablesLegacy, costprofile.NFTables}, d)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Dataplane != b.Dataplane {
+			return order(a.Dataplane) < order(b.Dataplane)
+		}
+		if a.Services != b.Services {
+			return a.Services < b.Services
+		}
+		return slices.Index(scaleKinds, a.Kind) < slices.Index(scaleKinds, b.Kind)
+	})
+	return out
+}
+
+// readScaleTable reads the points scaleTable wrote; errors name the
+// file's line.
+func readScaleTable(file string) ([]scalePoint, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var pts []scalePoint
+	for i, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		bad := func(field string, err error) error {
+			return fmt.Errorf("%s:%d: %s: %v", file, i+1, field, err)
+		}
+		if len(f) != 11 {
+			return nil, bad("line", fmt.Errorf("%d fields, want 11", len(f)))
+		}
+		p := scalePoint{Dataplane: f[0], Kind: f[2]}
+		if p.Services, err = strconv.Atoi(f[1]); err != nil {
+			return nil, bad("services", err)
+		}
+		if !slices.Contains(scaleKinds, p.Kind) {
+			return nil, bad("kind", fmt.Errorf("unknown %q", p.Kind))
+		}
+		num := map[int]*float64{4: &p.Compute, 6: &p.KernelCPU, 7: &p.Kernel, 9: &p.OwnCPU}
+		var elapsed float64
+		num[3] = &elapsed
+		names := map[int]string{3: "elapsed_s", 4: "charged_s", 6: "kernel_cpu_s", 7: "kernel_pred_s", 9: "kube_proxy_cpu_s"}
+		for col, dst := range num {
+			if *dst, err = strconv.ParseFloat(f[col], 64); err != nil {
+				return nil, bad(names[col], err)
+			}
+		}
+		p.Elapsed = time.Duration(math.Round(elapsed * 1e9))
+		// The file holds the charge (kernel + compute) and the kernel part.
+		p.Compute -= p.Kernel
+		pts = append(pts, p)
+	}
+	return pts, nil
+}
+
+// TestScalePredictionsArePinned: the predictions pinned beside the
+// measured points are still proxysim's and the default profile's (a
+// change to the model or the profile shows here, and the points must be
+// measured again), and every pinned point is within the tolerances the
+// scale test asserts. Replaying clusters over 2,000 Services takes
+// minutes: those are checked by the scale run itself.
+func TestScalePredictionsArePinned(t *testing.T) {
+	pts, err := readScaleTable(scaleGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) == 0 {
+		t.Fatalf("%s holds no points", scaleGolden)
+	}
+	type key struct {
+		d string
+		n int
+	}
+	done := map[key][]scalePoint{}
+	for _, p := range pts {
+		for _, e := range scaleMisses(p) {
+			t.Errorf("pinned %s", e)
+		}
+		if p.Services > 2000 {
+			continue
+		}
+		k := key{p.Dataplane, p.Services}
+		if _, ok := done[k]; !ok {
+			s, err := scaleScenario(p.Dataplane, p.Services)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, pred, err := predictScale(s, p.Dataplane, p.Services)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done[k] = pred
+		}
+		for _, q := range done[k] {
+			if q.Kind != p.Kind {
+				continue
+			}
+			if got, want := fmt.Sprintf("%.3f %.3f", q.Cost(), q.Kernel), fmt.Sprintf("%.3f %.3f", p.Cost(), p.Kernel); got != want {
+				t.Errorf("%s %d %s: proxysim now predicts (charged, kernel) %s s, the pinned point %s s: measure again (make realcp-scale REALCP_SCALE_UPDATE=1)", p.Dataplane, p.Services, p.Kind, got, want)
+			}
+		}
+	}
+}
+
+// scaleMisses lists what of a point is out of the tolerances.
+func scaleMisses(p scalePoint) []string {
+	var out []string
+	if e := relErr(p.KernelCPU, p.Kernel); math.Abs(e) > kernelTolerance {
+		out = append(out, fmt.Sprintf("%s %d %s: the kernel's CPU %.3fs is %+.0f%% off the profile's %.3fs (tolerance ±%.0f%%)", p.Dataplane, p.Services, p.Kind, p.KernelCPU, 100*e, p.Kernel, 100*kernelTolerance))
+	}
+	if e := relErr(p.KernelCPU+p.OwnCPU, p.Cost()); math.Abs(e) > cpuTolerance {
+		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's CPU with its children's, %.3fs, is %+.0f%% off the charged %.3fs (tolerance ±%.0f%%)", p.Dataplane, p.Services, p.Kind, p.KernelCPU+p.OwnCPU, 100*e, p.Cost(), 100*cpuTolerance))
+	}
+	// Wall time on a shared host is the CPU time and the waits for it:
+	// only a sync faster than the charge is a miss of the profile.
+	if e := relErr(p.Elapsed.Seconds(), p.Cost()); e < -elapsedUnder {
+		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's elapsed %v is %+.0f%% under the charged %.3fs (at most %.0f%% under)", p.Dataplane, p.Services, p.Kind, p.Elapsed, 100*e, p.Cost(), 100*elapsedUnder))
+	}
+	return out
 }
