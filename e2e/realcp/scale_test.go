@@ -512,21 +512,12 @@ func TestSyncDurationsAtScale(t *testing.T) {
 							p.KernelCPU, p.Kernel, 100*relErr(p.KernelCPU, p.Kernel), p.OwnCPU)
 					}
 					pts = append(pts, got...)
+					if *updateScale {
+						pinScale(t, got)
+					}
 				})
 			}
 		})
-		// Each size's points as they come, over those pinned for other
-		// sizes and dataplanes: a long run stopped part way keeps what it
-		// measured, and sizes can be measured in several runs.
-		if *updateScale && len(pts) > 0 {
-			pinned, err := readScaleTable(scaleGolden)
-			if err != nil && !os.IsNotExist(err) {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(scaleGolden, []byte(scaleTable(mergePoints(pinned, pts))), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	if len(left) > 0 {
 		t.Logf("left out (over -realcp-scale-cap): %s", strings.Join(left, ", "))
@@ -726,4 +717,17 @@ func scaleMisses(p scalePoint) []string {
 		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's elapsed %v is %+.0f%% under the charged %.3fs (at most %.0f%% under)", p.Dataplane, p.Services, p.Kind, p.Elapsed, 100*e, p.Cost(), 100*elapsedUnder))
 	}
 	return out
+}
+
+// pinScale merges points into the pinned table as they come: a long run
+// stopped part way keeps what it measured, and sizes and dataplanes can
+// be measured in several runs.
+func pinScale(t *testing.T, pts []scalePoint) {
+	pinned, err := readScaleTable(scaleGolden)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scaleGolden, []byte(scaleTable(mergePoints(pinned, pts))), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
