@@ -33,18 +33,25 @@ var (
 	updateScale = flag.Bool("update-realcp-scale", false, "rewrite testdata/realcp-scale.txt with the points measured now")
 )
 
-// The scale runs' tolerances, on the relative error (measured −
-// predicted) / predicted of each sync. Stated from the measured points
-// pinned in testdata/realcp-scale.txt (docs/realcp.md), with room for a
-// loaded machine: kernelTolerance on the kernel's CPU time (what the
-// profile models), elapsedTolerance on kube-proxy's logged elapsed (what
-// a replay with the profile charges; it also holds kube-proxy's own
-// compute, which the default profile does not model, and the wait for
-// the CPU on a shared host).
+// The scale runs' tolerances, as factors between a sync's measured time
+// and its prediction (sizes span two orders of magnitude: a factor reads
+// the same at 50 ms and at 5 s). Stated from the points measured and
+// pinned in testdata/realcp-scale.txt (docs/realcp.md: the largest
+// factor seen was KERNEL_SEEN for the kernel's CPU and CPU_SEEN for all
+// CPU), with some room for a loaded machine.
 const (
-	kernelTolerance = 0.6
-	cpuTolerance    = 0.8
-	elapsedUnder    = 0.3
+	// kernelFactor bounds the kernel's CPU (the iptables and nft
+	// processes) against the profile's kernel part: like with like.
+	kernelFactor = 3.5
+	// cpuFactor bounds kube-proxy's CPU with its children's against the
+	// charge (kernel part + compute part, the latter empty in the
+	// default profile).
+	cpuFactor = 4.0
+	// elapsedUnder: kube-proxy's logged elapsed may not be under this
+	// share of the charge. Wall time on a shared host is CPU time plus
+	// the wait for a CPU, so only a sync faster than its charge is a
+	// miss of the profile; a slower one is the load.
+	elapsedUnder = 0.7
 )
 
 // scaleGolden holds the measured points.
@@ -705,16 +712,17 @@ func TestScalePredictionsArePinned(t *testing.T) {
 // scaleMisses lists what of a point is out of the tolerances.
 func scaleMisses(p scalePoint) []string {
 	var out []string
-	if e := relErr(p.KernelCPU, p.Kernel); math.Abs(e) > kernelTolerance {
-		out = append(out, fmt.Sprintf("%s %d %s: the kernel's CPU %.3fs is %+.0f%% off the profile's %.3fs (tolerance ±%.0f%%)", p.Dataplane, p.Services, p.Kind, p.KernelCPU, 100*e, p.Kernel, 100*kernelTolerance))
+	off := func(measured, predicted, factor float64) bool {
+		return predicted <= 0 || measured > factor*predicted || measured < predicted/factor
 	}
-	if e := relErr(p.KernelCPU+p.OwnCPU, p.Cost()); math.Abs(e) > cpuTolerance {
-		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's CPU with its children's, %.3fs, is %+.0f%% off the charged %.3fs (tolerance ±%.0f%%)", p.Dataplane, p.Services, p.Kind, p.KernelCPU+p.OwnCPU, 100*e, p.Cost(), 100*cpuTolerance))
+	if off(p.KernelCPU, p.Kernel, kernelFactor) {
+		out = append(out, fmt.Sprintf("%s %d %s: the kernel's CPU %.3fs is %+.0f%% off the profile's %.3fs (tolerance: a factor of %.1f)", p.Dataplane, p.Services, p.Kind, p.KernelCPU, 100*relErr(p.KernelCPU, p.Kernel), p.Kernel, kernelFactor))
 	}
-	// Wall time on a shared host is the CPU time and the waits for it:
-	// only a sync faster than the charge is a miss of the profile.
-	if e := relErr(p.Elapsed.Seconds(), p.Cost()); e < -elapsedUnder {
-		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's elapsed %v is %+.0f%% under the charged %.3fs (at most %.0f%% under)", p.Dataplane, p.Services, p.Kind, p.Elapsed, 100*e, p.Cost(), 100*elapsedUnder))
+	if off(p.KernelCPU+p.OwnCPU, p.Cost(), cpuFactor) {
+		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's CPU with its children's, %.3fs, is %+.0f%% off the charged %.3fs (tolerance: a factor of %.1f)", p.Dataplane, p.Services, p.Kind, p.KernelCPU+p.OwnCPU, 100*relErr(p.KernelCPU+p.OwnCPU, p.Cost()), p.Cost(), cpuFactor))
+	}
+	if p.Elapsed.Seconds() < elapsedUnder*p.Cost() {
+		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's elapsed %v is under %.0f%% of the charged %.3fs", p.Dataplane, p.Services, p.Kind, p.Elapsed, 100*elapsedUnder, p.Cost()))
 	}
 	return out
 }
