@@ -23,6 +23,7 @@ import (
 
 	"github.com/proxysim/proxysim/e2e/transcript"
 	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/netns/calibrate"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/costprofile"
 )
@@ -37,23 +38,41 @@ var (
 // The scale runs' tolerances, as factors between a sync's measured time
 // and its prediction (sizes span two orders of magnitude: a factor reads
 // the same at 50 ms and at 5 s). Stated from the points measured and
-// pinned in testdata/realcp-scale.txt (docs/realcp.md: the largest
-// factor seen was KERNEL_SEEN for the kernel's CPU and CPU_SEEN for all
-// CPU), with some room for a loaded machine.
+// pinned in testdata/realcp-scale.txt (docs/realcp.md), with a little
+// room: within the clusters the default profile was calibrated on (24
+// points), the largest factors seen were 1.71 (kernel) and 2.07 (all
+// CPU); past them, where its curves extrapolate (iptables-nft and
+// nftables from 5,000 Services: 12 points), 5.78 and 6.13.
 const (
 	// kernelFactor bounds the kernel's CPU (the iptables and nft
 	// processes) against the profile's kernel part: like with like.
-	kernelFactor = 3.5
+	kernelFactor, kernelFactorExtrapolated = 2.0, 6.5
 	// cpuFactor bounds kube-proxy's CPU with its children's against the
 	// charge (kernel part + compute part, the latter empty in the
 	// default profile).
-	cpuFactor = 4.0
+	cpuFactor, cpuFactorExtrapolated = 2.5, 7.0
 	// elapsedUnder: kube-proxy's logged elapsed may not be under this
 	// share of the charge. Wall time on a shared host is CPU time plus
 	// the wait for a CPU, so only a sync faster than its charge is a
 	// miss of the profile; a slower one is the load.
 	elapsedUnder = 0.7
 )
+
+// extrapolated reports whether the point's cluster is larger than every
+// cluster calibrate measures by default for its dataplane (Services plus
+// endpoints; calibrate.Default's MaxSize): the default profile's curves
+// extrapolate there.
+func extrapolated(p scalePoint) bool {
+	o := calibrate.Default()
+	largest := 0
+	for _, sh := range o.Shapes {
+		if limit, ok := o.MaxSize[p.Dataplane]; ok && sh.Size() > limit {
+			continue
+		}
+		largest = max(largest, sh.Size())
+	}
+	return 2*p.Services > largest
+}
 
 // scaleGolden holds the measured points.
 const scaleGolden = "testdata/realcp-scale.txt"
@@ -726,11 +745,15 @@ func scaleMisses(p scalePoint) []string {
 	off := func(measured, predicted, factor float64) bool {
 		return predicted <= 0 || measured > factor*predicted || measured < predicted/factor
 	}
-	if off(p.KernelCPU, p.Kernel, kernelFactor) {
-		out = append(out, fmt.Sprintf("%s %d %s: the kernel's CPU %.3fs is %+.0f%% off the profile's %.3fs (tolerance: a factor of %.1f)", p.Dataplane, p.Services, p.Kind, p.KernelCPU, 100*relErr(p.KernelCPU, p.Kernel), p.Kernel, kernelFactor))
+	kf, cf := kernelFactor, cpuFactor
+	if extrapolated(p) {
+		kf, cf = kernelFactorExtrapolated, cpuFactorExtrapolated
 	}
-	if off(p.KernelCPU+p.OwnCPU, p.Cost(), cpuFactor) {
-		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's CPU with its children's, %.3fs, is %+.0f%% off the charged %.3fs (tolerance: a factor of %.1f)", p.Dataplane, p.Services, p.Kind, p.KernelCPU+p.OwnCPU, 100*relErr(p.KernelCPU+p.OwnCPU, p.Cost()), p.Cost(), cpuFactor))
+	if off(p.KernelCPU, p.Kernel, kf) {
+		out = append(out, fmt.Sprintf("%s %d %s: the kernel's CPU %.3fs is %+.0f%% off the profile's %.3fs (tolerance: a factor of %.1f)", p.Dataplane, p.Services, p.Kind, p.KernelCPU, 100*relErr(p.KernelCPU, p.Kernel), p.Kernel, kf))
+	}
+	if off(p.KernelCPU+p.OwnCPU, p.Cost(), cf) {
+		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's CPU with its children's, %.3fs, is %+.0f%% off the charged %.3fs (tolerance: a factor of %.1f)", p.Dataplane, p.Services, p.Kind, p.KernelCPU+p.OwnCPU, 100*relErr(p.KernelCPU+p.OwnCPU, p.Cost()), p.Cost(), cf))
 	}
 	if p.Elapsed.Seconds() < elapsedUnder*p.Cost() {
 		out = append(out, fmt.Sprintf("%s %d %s: kube-proxy's elapsed %v is under %.0f%% of the charged %.3fs", p.Dataplane, p.Services, p.Kind, p.Elapsed, 100*elapsedUnder, p.Cost()))
