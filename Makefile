@@ -138,10 +138,16 @@ IPVS_SEQUENCES ?= 200
 ## upstream-bubble: kube-proxy's own code end to end in a testing/synctest bubble against proxysim's
 ## replay of the same library scenarios: v1.36's iptables, nftables and IPVS proxiers (e2e/upstream), v1.33's
 ## iptables proxier with the burst runner (e2e/upstream133); BUBBLE_RUNS replays each, GOMAXPROCS 1 and 2
+## KUBERNETES=path/to/kubernetes: the v1.36 half against that checkout instead, in a temporary copy of
+## e2e/upstream (e2e/with-kubernetes.sh; nothing in the repo changes); the v1.33 half is left out
 upstream-bubble:
 	bash netns/hostdeps.sh
+ifdef KUBERNETES
+	bash e2e/with-kubernetes.sh "$(abspath $(KUBERNETES))" e2e/upstream 'for p in 1 2; do PROXYSIM_BUBBLE_REQUIRED=1 GOMAXPROCS=$$p $(GO) test -count=1 -v -run "InBubble|BubbleComparison" . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done'
+else
 	cd e2e/upstream && for p in 1 2; do PROXYSIM_BUBBLE_REQUIRED=1 GOMAXPROCS=$$p $(GO) test -count=1 -v -run 'InBubble|BubbleComparison' . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
 	cd e2e/upstream133 && for p in 1 2; do GOMAXPROCS=$$p $(GO) test -count=1 -v . -args -bubble-runs $(BUBBLE_RUNS) || exit 1; done
+endif
 
 BUBBLE_RUNS ?= 5
 
@@ -185,3 +191,16 @@ realcp:
 calibrate:
 	bash netns/hostdeps.sh
 	CGO_ENABLED=0 $(GO) run ./cmd/proxysim calibrate $(CALIBRATE_ARGS)
+
+.PHONY: realcp-scale
+## realcp-scale: kube-proxy v1.36.3's binary (or KUBE_PROXY) over generated clusters of REALCP_SCALE Services
+## (created through the real API server), its logged sync durations and CPU against the default cost profile's
+## prediction, full and partial, per dataplane (root; docs/realcp.md "Sync durations at scale"; ~50 min here
+## for the default sizes). REALCP_SCALE_UPDATE=1 rewrites e2e/realcp/testdata/realcp-scale.txt
+REALCP_SCALE ?= 1000,2000,5000,10000,20000
+REALCP_SCALE_MODES ?= iptables-nft,iptables-legacy,nftables
+REALCP_SCALE_CAP ?= iptables-nft=10000,nftables=10000
+realcp-scale:
+	@[ "$$(id -u)" = 0 ] || { echo "make realcp-scale needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 0 -v -run '^TestSyncDurationsAtScale$$' . -args -realcp-scale $(REALCP_SCALE) -realcp-scale-modes $(REALCP_SCALE_MODES) -realcp-scale-cap $(REALCP_SCALE_CAP) $(if $(REALCP_SCALE_UPDATE),-update-realcp-scale)

@@ -90,7 +90,9 @@ func startEtcd(dir string) (*embed.Etcd, string, error) {
 // (test/integration/framework DefaultTestServerFlags): no endpoint
 // reconciler (it would publish 127.0.0.1 as the kubernetes Service's
 // endpoint), no ServiceAccount admission (no controller makes tokens).
-func startControlPlane(t *testing.T, dir string) *controlPlane {
+// extraFlags are more kube-apiserver flags (a wider node port range for
+// generated clusters).
+func startControlPlane(t *testing.T, dir string, extraFlags ...string) *controlPlane {
 	t.Helper()
 	start := time.Now()
 	e, etcdURL, err := startEtcd(dir)
@@ -100,11 +102,11 @@ func startControlPlane(t *testing.T, dir string) *controlPlane {
 	t.Cleanup(e.Close)
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcdURL}
-	srv, err := apiservertesting.StartTestServer(t, nil, []string{
+	srv, err := apiservertesting.StartTestServer(t, nil, append([]string{
 		"--endpoint-reconciler-type=none",
 		"--disable-admission-plugins=ServiceAccount",
 		"--service-cluster-ip-range=" + serviceCIDR,
-	}, storage)
+	}, extraFlags...), storage)
 	if err != nil {
 		t.Fatalf("kube-apiserver: %v", err)
 	}

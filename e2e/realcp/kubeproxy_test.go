@@ -22,6 +22,7 @@ import (
 
 	vnetns "github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/proxysim/proxysim/netns"
@@ -71,6 +72,11 @@ type proxyConfig struct {
 	// (kube-proxy's nftables mode would otherwise default to primary,
 	// cmd/kube-proxy/app/server_linux.go platformApplyDefaults).
 	NodePortAddresses []string
+	// CPUProbe: instead of the kernel's tables, read kube-proxy's CPU
+	// times (its own and its waited-for children's, see cpuTimes) at each
+	// sync's start and end line (the scale runs: a 20,000-Service listing
+	// after every sync would cost more than the sync).
+	CPUProbe bool
 }
 
 // metricsPort is kube-proxy's default, inside its own namespace.
@@ -132,8 +138,10 @@ func startKubeProxy(t *testing.T, cp *controlPlane, dir, binary string, cfg prox
 		}},
 	}
 	// kube-proxy waits for its Node's addresses (up to 30s) and exits if
-	// they change later: the Node is made once, before it starts.
-	if _, err := cp.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	// they change later: the Node is made once, before it starts (one
+	// control plane may serve kube-proxies one after the other: the scale
+	// runs).
+	if _, err := cp.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create Node %s: %v", cfg.NodeName, err)
 	}
 	ns, err := netns.Create("realcp")
@@ -178,7 +186,13 @@ func startKubeProxy(t *testing.T, cp *controlPlane, dir, binary string, cfg prox
 	}
 	t.Cleanup(func() { logFile.Close() })
 	snap := snapshotter(ns, cfg)
+	if cfg.CPUProbe {
+		snap = kp.cpuTimes
+	}
 	kp.log = newSyncLog(snap)
+	if cfg.CPUProbe {
+		kp.log.atStart = kp.cpuTimes
+	}
 	pr, pw := io.Pipe()
 	kp.cmd = exec.Command(binary, "--config="+config, "--hostname-override="+cfg.NodeName, "-v=2")
 	kp.cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XTABLES_LOCKFILE=/tmp/proxysim-xtables.lock")
@@ -457,6 +471,9 @@ type realSync struct {
 	Failed     bool
 	Dataplane  string
 	SnapErr    error
+	// StartProbe is kube-proxy's CPU times read at the start line (with
+	// CPUProbe; Dataplane then holds them read at the end line).
+	StartProbe string
 	// Overlapped: the next sync started before the snapshot was read, so
 	// the snapshot may hold that sync's work.
 	Overlapped bool
@@ -469,10 +486,12 @@ type realSync struct {
 // pkg/proxy/nftables/proxier.go syncProxyRules).
 type syncLog struct {
 	snapshot func() (string, error)
-	mu       sync.Mutex
-	syncs    []realSync
-	lines    []string // every line, for failure reports
-	changed  chan struct{}
+	// atStart, if set, is read at each start line into StartProbe.
+	atStart func() (string, error)
+	mu      sync.Mutex
+	syncs   []realSync
+	lines   []string // every line, for failure reports
+	changed chan struct{}
 }
 
 func newSyncLog(snapshot func() (string, error)) *syncLog {
@@ -521,6 +540,9 @@ func (l *syncLog) read(r io.Reader) {
 			s := realSync{Start: at}
 			if f := kvFull.FindStringSubmatch(kv); f != nil {
 				s.Full = f[1] == "true"
+			}
+			if l.atStart != nil {
+				s.StartProbe, _ = l.atStart()
 			}
 			l.mu.Lock()
 			if n := len(l.syncs); n > 0 && l.syncs[n-1].End.IsZero() {

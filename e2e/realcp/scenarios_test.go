@@ -65,6 +65,8 @@ var realCases = []realCase{
 	{scenario: "iptables-restore-failure-retry-v1.33", listed: "proxy.version v1.33.0 is the burst runner; this binary is v1.36.3"},
 	{scenario: "iptables-partial-sync", listed: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync): on demand only, not yet run"},
 	{scenario: "iptables-large-cluster", listed: "50 minutes of real time (its last step is at 3016s): on demand only, not yet run"},
+	{scenario: "generated-cluster-iptables", listed: "a generated cluster (namespace gen, 300 Services): not yet run against the binary; generated clusters' sync durations are measured by TestSyncDurationsAtScale"},
+	{scenario: "cluster-pools-iptables", listed: "node pools (cluster.pools): one kube-proxy per pool, not one binary; not yet run"},
 	{scenario: "nftables-partial-and-full-syncs", listed: "an hour of real time (the hourly full sync) and a restart step: not yet run"},
 }
 
