@@ -87,8 +87,10 @@ func (p *proxyConsumer) cost() time.Duration {
 	d, ok := p.w.scheduledCost()
 	if !ok {
 		d = p.w.cfg.Cost.CostOf(p.work)
-		if n := len(p.w.syncs); n > 0 && p.w.syncs[n-1].End < 0 {
-			p.w.syncs[n-1].PricedBy = p.w.cfg.Cost.Work
+		if sp, ok := p.w.cfg.Cost.Work.(CostSplitter); ok {
+			if n := len(p.w.syncs); n > 0 && p.w.syncs[n-1].End < 0 {
+				p.w.syncs[n-1].Split = sp.SplitCost(p.work)
+			}
 		}
 	}
 	return p.w.cfg.Cost.vary(d, p.w.runnerRuns)
@@ -222,10 +224,11 @@ type SyncRecord struct {
 	// backend reported it (see SyncWork); known from the sync's start,
 	// since a run computes and writes at once and then lasts its cost.
 	Work SyncWork
-	// PricedBy is the work-based part of the cost model that priced this
-	// run (CostModel.Work, such as a cost profile's part), nil when none
-	// did: a direct sync, a cost listed per run, a model without one.
-	PricedBy WorkCost
+	// Split is what the work-based part of the cost model (CostModel.Work)
+	// made of this run's cost, when it can tell (a CostSplitter: a cost
+	// profile's part); zero otherwise: a direct sync, a cost listed per
+	// run, a model without one.
+	Split CostSplit
 }
 
 // Syncs lists every sync so far: the initial direct one of each proxy start

@@ -53,8 +53,8 @@ type Sync struct {
 	Dur   time.Duration // its modelled length; -1 if it did not end
 	Full  bool
 	Err   string
-	// Profile is the cost profile part that priced the sync ("" when none
-	// did: a constant or per-run cost, a direct sync); Kind and Write,
+	// Profile names the cost profile part that priced the sync ("" when
+	// none did: a constant or per-run cost, a direct sync); Kind and Write,
 	// Listing and Compute are then its split of the sync's time, and Other
 	// is what the rest of the model (fixed and per-size terms) added:
 	// the five add up to Dur.
@@ -81,11 +81,10 @@ func syncOf(r sim.SyncRecord) Sync {
 	if r.End >= 0 {
 		s.Dur = r.End - r.Start
 	}
-	if m, ok := r.PricedBy.(*costprofile.ModeProfile); ok && s.Dur >= 0 {
-		p := m.Parts(r.Work)
-		s.Profile, s.Kind = m.Dataplane, p.Kind
+	if p := r.Split; p.By != "" && s.Dur >= 0 {
+		s.Profile, s.Kind = p.By, costprofile.Kind(p.Kind)
 		s.Write, s.Listing, s.Compute = p.Write, p.Listing, p.Compute
-		s.Other = s.Dur - p.Total()
+		s.Other = s.Dur - p.Write - p.Listing - p.Compute
 	}
 	return s
 }
@@ -103,7 +102,7 @@ func (s Sync) CostText() string {
 	if s.Other != 0 {
 		t += fmt.Sprintf(" + fixed and per-size %v", s.Other)
 	}
-	return t + fmt.Sprintf(" (%s, profile part %s)", s.Kind, s.Profile)
+	return t + fmt.Sprintf(" (%s, %s)", s.Kind, s.Profile)
 }
 
 // Lane is one row of the timeline: the events of one kind for one

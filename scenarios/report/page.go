@@ -276,7 +276,7 @@ func writeSyncs(b *bytes.Buffer, t *Timeline, max int) {
 	st := t.SyncTotals
 	b.WriteString("<section id=\"syncs\"><h2>Syncs</h2>\n")
 	fmt.Fprintf(b, "<p class=\"summary\">%d syncs, %v of sync time in all: %d full, %d partial", len(t.Syncs), st.Time, st.Full, st.Partial)
-	if st.Largest >= 0 {
+	if st.Largest >= 0 && st.Largest < len(t.Syncs) {
 		l := t.Syncs[st.Largest]
 		fmt.Fprintf(b, "; the largest run %d at %v, %v", l.Run, l.Start, l.Dur)
 	}

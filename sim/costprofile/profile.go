@@ -314,6 +314,12 @@ func (m *ModeProfile) Parts(w sim.SyncWork) Parts {
 	return p
 }
 
+// SplitCost is Parts for the world's sync records (sim.CostSplitter).
+func (m *ModeProfile) SplitCost(w sim.SyncWork) sim.CostSplit {
+	p := m.Parts(w)
+	return sim.CostSplit{By: m.String(), Kind: string(p.Kind), Write: p.Write, Listing: p.Listing, Compute: p.Compute}
+}
+
 func (m *ModeProfile) reports(w sim.SyncWork) bool {
 	switch m.Dataplane {
 	case IPTablesNFT, IPTablesLegacy:
@@ -328,7 +334,7 @@ func (m *ModeProfile) reports(w sim.SyncWork) bool {
 
 func (m *ModeProfile) String() string { return "cost profile part " + m.Dataplane }
 
-var _ sim.WorkCost = (*ModeProfile)(nil)
+var _ sim.CostSplitter = (*ModeProfile)(nil)
 
 // Validate checks everything evaluation relies on, naming the field at
 // fault: known dataplanes and kinds, each kind once, known measures,
