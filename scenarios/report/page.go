@@ -44,7 +44,7 @@ const (
 	DefaultMaxMarks         = 400_000
 	DefaultMaxSnapshotBytes = 4 << 20
 	HistBuckets             = 4096
-	DefaultMaxSyncRows      = 2000
+	DefaultMaxSyncRows      = 500
 )
 
 // Replay replays s with opts, following it for the page; the trace is not
@@ -86,9 +86,10 @@ type pageData struct {
 	Snaps    snapData      `json:"snaps"`
 	Failures []failureData `json:"failures"`
 	Notes    []string      `json:"notes"`
-	// Syncs is each run's cost and work (syncs[i] is run i+1's), for its
-	// details on hover.
-	Syncs []string `json:"syncs"`
+	// Syncs is each run's cost and work for its details on hover: run
+	// i+1's is SyncTexts[Syncs[i]], each distinct text held once.
+	Syncs     []int    `json:"syncs"`
+	SyncTexts []string `json:"syncTexts"`
 }
 
 type laneData struct {
@@ -145,9 +146,17 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 	if d.Notes == nil {
 		d.Notes = []string{}
 	}
-	d.Syncs = make([]string, len(t.Syncs))
+	d.Syncs, d.SyncTexts = make([]int, len(t.Syncs)), []string{}
+	syncText := map[string]int{}
 	for i, sy := range t.Syncs {
-		d.Syncs[i] = syncDetails(sy)
+		text := syncDetails(sy)
+		k, ok := syncText[text]
+		if !ok {
+			k = len(d.SyncTexts)
+			syncText[text] = k
+			d.SyncTexts = append(d.SyncTexts, text)
+		}
+		d.Syncs[i] = k
 	}
 	for _, l := range t.Labels {
 		d.Labels = append(d.Labels, [2]string{l.Class, l.Text})

@@ -81,8 +81,8 @@ func TestSyncsShowAProfilesPartsAndWork(t *testing.T) {
 		if r.work == "" || r.work != rec.Work.String() {
 			t.Errorf("run %d: work %q, want %q", r.run, r.work, rec.Work.String())
 		}
-		if !strings.Contains(d.data(t).Syncs[i], rec.Work.String()) {
-			t.Errorf("run %d: hover %q lacks the work", r.run, d.data(t).Syncs[i])
+		if h := hoverText(t, d, i); !strings.Contains(h, rec.Work.String()) {
+			t.Errorf("run %d: hover %q lacks the work", r.run, h)
 		}
 		if r.dur <= 0 {
 			// The startup's direct sync costs nothing; a run the replay
@@ -165,8 +165,8 @@ func TestSyncsWithAConstantCostShowNoParts(t *testing.T) {
 			t.Errorf("a %q column under a constant cost", s)
 		}
 	}
-	for _, h := range d.data(t).Syncs {
-		if strings.Contains(h, "kernel write") || !strings.Contains(h, "work: ") {
+	for i := range rows {
+		if h := hoverText(t, d, i); strings.Contains(h, "kernel write") || !strings.Contains(h, "work: ") {
 			t.Errorf("hover %q", h)
 		}
 	}
@@ -185,4 +185,14 @@ func TestSyncRowsAreBounded(t *testing.T) {
 	if !strings.Contains(text(d.byID("syncs")), "the first 1 of ") {
 		t.Error("no note of the rows left out")
 	}
+}
+
+// hoverText is run i+1's cost and work as the page's data holds them.
+func hoverText(t *testing.T, d doc, i int) string {
+	t.Helper()
+	p := d.data(t)
+	if i >= len(p.Syncs) || p.Syncs[i] >= len(p.SyncTexts) {
+		t.Fatalf("no hover text for run %d", i+1)
+	}
+	return p.SyncTexts[p.Syncs[i]]
 }
