@@ -84,7 +84,17 @@ func (p *proxyConsumer) sync() error {
 // cost is the run's virtual duration, asked by the runner right after sync
 // returned: the work is known by then.
 func (p *proxyConsumer) cost() time.Duration {
-	return p.w.cfg.Cost.RunCost(p.w.runnerRuns, p.w.costFrom, p.work)
+	c := p.w.cfg.Cost
+	if len(c.Runs) == 0 {
+		// A model that prices the work may split it (kernel write,
+		// listing, compute), for the report page.
+		if sp, ok := c.Work.(CostSplitter); ok {
+			if n := len(p.w.syncs); n > 0 && p.w.syncs[n-1].End < 0 {
+				p.w.syncs[n-1].Split = sp.SplitCost(p.work)
+			}
+		}
+	}
+	return c.RunCost(p.w.runnerRuns, p.w.costFrom, p.work)
 }
 
 // takeWork records what the sync that just returned did on its sync record
@@ -215,6 +225,11 @@ type SyncRecord struct {
 	// backend reported it (see SyncWork); known from the sync's start,
 	// since a run computes and writes at once and then lasts its cost.
 	Work SyncWork
+	// Split is what the work-based part of the cost model (CostModel.Work)
+	// made of this run's cost, when it can tell (a CostSplitter: a cost
+	// profile's part); zero otherwise: a direct sync, a cost listed per
+	// run, a model without one.
+	Split CostSplit
 }
 
 // Syncs lists every sync so far: the initial direct one of each proxy start

@@ -320,6 +320,21 @@ type WorkCost interface {
 	SyncCost(work SyncWork) time.Duration
 }
 
+// CostSplitter is a WorkCost that can tell what a sync's cost is made of.
+type CostSplitter interface {
+	WorkCost
+	SplitCost(work SyncWork) CostSplit
+}
+
+// CostSplit is a WorkCost's split of one sync's cost: the kind of sync it
+// priced it as, the kernel's writes and listings, and the proxy's
+// compute, adding up to SyncCost. By names the cost ("" for no split).
+type CostSplit struct {
+	By                      string
+	Kind                    string
+	Write, Listing, Compute time.Duration
+}
+
 // WorkCostFunc adapts a function to WorkCost.
 type WorkCostFunc func(SyncWork) time.Duration
 

@@ -31,7 +31,9 @@ deferrals and what they wait for, runs as bars with their cost, dataplane
 operations, controller writes, steps, checks with failures in red), zoom
 and pan (wheel, drag, buttons, + - 0 and arrow keys), each event's details
 on hover, and the dataplane (the mode's golden text) at any instant
-clicked. Long traces are drawn as counts per pixel column until zoomed in.
+clicked, and a table of the syncs: each one's duration and work, the parts
+a cost profile made of it (kernel write, listing, compute), and the total
+sync time. Long traces are drawn as counts per pixel column until zoomed in.
 The exit code is replay's: 1 if an expectation failed (the page is written
 anyway).`,
 		Args: cobra.ExactArgs(1),

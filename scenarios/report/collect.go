@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/costprofile"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -37,6 +39,70 @@ type Timeline struct {
 	Snapshots []Snapshot
 	Texts     []string
 	Failures  []Failure
+	// Syncs are the proxy's syncs in order (Syncs[i] is run i+1), with
+	// their cost and work; SyncTotals sums them up.
+	Syncs      []Sync
+	SyncTotals SyncTotals
+}
+
+// Sync is one sync's cost and what it was made of.
+type Sync struct {
+	Run   int
+	Why   string
+	Start time.Duration
+	Dur   time.Duration // its modelled length; -1 if it did not end
+	Full  bool
+	Err   string
+	// Profile names the cost profile part that priced the sync ("" when
+	// none did: a constant or per-run cost, a direct sync); Kind and Write,
+	// Listing and Compute are then its split of the sync's time, and Other
+	// is what the rest of the model (fixed and per-size terms) added:
+	// the five add up to Dur.
+	Profile                        string
+	Kind                           costprofile.Kind
+	Write, Listing, Compute, Other time.Duration
+	// Work is what the sync wrote and read, in one line
+	// (sim.SyncWork.String).
+	Work string
+}
+
+// SyncTotals sums up a replay's syncs: their time, full and partial ones
+// (syncs that ended), and the longest (its index in Syncs, -1 if none).
+type SyncTotals struct {
+	Time          time.Duration
+	Full, Partial int
+	Priced        int // priced by a cost profile
+	Largest       int
+}
+
+// syncOf is a sync record as the page shows it.
+func syncOf(r sim.SyncRecord) Sync {
+	s := Sync{Run: r.N, Why: r.Why, Start: r.Start, Dur: -1, Full: r.Work.Full, Err: r.Err, Work: r.Work.String()}
+	if r.End >= 0 {
+		s.Dur = r.End - r.Start
+	}
+	if p := r.Split; p.By != "" && s.Dur >= 0 {
+		s.Profile, s.Kind = p.By, costprofile.Kind(p.Kind)
+		s.Write, s.Listing, s.Compute = p.Write, p.Listing, p.Compute
+		s.Other = s.Dur - p.Write - p.Listing - p.Compute
+	}
+	return s
+}
+
+// CostText is a sync's cost in one line: its length, and a profile's
+// split of it.
+func (s Sync) CostText() string {
+	if s.Dur < 0 {
+		return "did not end"
+	}
+	if s.Profile == "" {
+		return fmt.Sprintf("%v", s.Dur)
+	}
+	t := fmt.Sprintf("%v = kernel write %v + listing %v + compute %v", s.Dur, s.Write, s.Listing, s.Compute)
+	if s.Other != 0 {
+		t += fmt.Sprintf(" + fixed and per-size %v", s.Other)
+	}
+	return t + fmt.Sprintf(" (%s, %s)", s.Kind, s.Profile)
 }
 
 // Lane is one row of the timeline: the events of one kind for one
@@ -312,6 +378,27 @@ func (c *Collector) Finish(res *scenarios.Result) *Timeline {
 	c.closeOpenRun()
 	t.Passed = res.Passed()
 	t.Checks, t.Runs = res.Checks, len(res.Runs)
+	t.SyncTotals.Largest = -1
+	for _, r := range res.Runs {
+		sy := syncOf(r)
+		t.Syncs = append(t.Syncs, sy)
+		if sy.Dur < 0 {
+			continue
+		}
+		st := &t.SyncTotals
+		st.Time += sy.Dur
+		if sy.Full {
+			st.Full++
+		} else {
+			st.Partial++
+		}
+		if sy.Profile != "" {
+			st.Priced++
+		}
+		if st.Largest < 0 || sy.Dur > t.Syncs[st.Largest].Dur {
+			st.Largest = len(t.Syncs) - 1
+		}
+	}
 	// A run still open at the end is drawn to the end.
 	for _, l := range t.Lanes {
 		for i := range l.Marks {

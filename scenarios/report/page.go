@@ -33,6 +33,10 @@ type Config struct {
 	// (default DefaultMaxSnapshotBytes); past it, snapshots are thinned
 	// evenly, the first and the last kept.
 	MaxSnapshotBytes int
+	// MaxSyncRows bounds the rows of the syncs table (default
+	// DefaultMaxSyncRows): the first ones are listed, and every sync's cost
+	// still shows on hover.
+	MaxSyncRows int
 }
 
 // Defaults: an hour of churn at 10 changes a second fits whole.
@@ -40,6 +44,7 @@ const (
 	DefaultMaxMarks         = 400_000
 	DefaultMaxSnapshotBytes = 4 << 20
 	HistBuckets             = 4096
+	DefaultMaxSyncRows      = 500
 )
 
 // Replay replays s with opts, following it for the page; the trace is not
@@ -81,6 +86,10 @@ type pageData struct {
 	Snaps    snapData      `json:"snaps"`
 	Failures []failureData `json:"failures"`
 	Notes    []string      `json:"notes"`
+	// Syncs is each run's cost and work for its details on hover: run
+	// i+1's is SyncTexts[Syncs[i]], each distinct text held once.
+	Syncs     []int    `json:"syncs"`
+	SyncTexts []string `json:"syncTexts"`
 }
 
 type laneData struct {
@@ -124,6 +133,9 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 	if cfg.MaxSnapshotBytes <= 0 {
 		cfg.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
+	if cfg.MaxSyncRows <= 0 {
+		cfg.MaxSyncRows = DefaultMaxSyncRows
+	}
 	lanes, notes := thin(t, cfg.MaxMarks)
 	unit := timeUnit(t, lanes)
 	d := pageData{Name: t.Scenario, File: t.File, Mode: t.Mode, Env: t.Env, Passed: t.Passed,
@@ -133,6 +145,18 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 	d.Snaps.T, d.Snaps.I, d.Snaps.W, d.Snaps.R = []int64{}, []int{}, []int{}, []int{}
 	if d.Notes == nil {
 		d.Notes = []string{}
+	}
+	d.Syncs, d.SyncTexts = make([]int, len(t.Syncs)), []string{}
+	syncText := map[string]int{}
+	for i, sy := range t.Syncs {
+		text := syncDetails(sy)
+		k, ok := syncText[text]
+		if !ok {
+			k = len(d.SyncTexts)
+			syncText[text] = k
+			d.SyncTexts = append(d.SyncTexts, text)
+		}
+		d.Syncs[i] = k
 	}
 	for _, l := range t.Labels {
 		d.Labels = append(d.Labels, [2]string{l.Class, l.Text})
@@ -238,6 +262,7 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 		}
 		b.WriteString("</ol></section>\n")
 	}
+	writeSyncs(&b, t, cfg.MaxSyncRows)
 	b.WriteString("<script type=\"application/json\" id=\"data\">")
 	b.Write(data)
 	b.WriteString("</script>\n<script>\n")
@@ -245,6 +270,82 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 	b.WriteString("</script>\n</body>\n</html>\n")
 	_, err = w.Write(b.Bytes())
 	return err
+}
+
+// syncDetails is a run's cost and work as its hover shows them.
+func syncDetails(s Sync) string {
+	return "cost " + s.CostText() + "\n   work: " + s.Work
+}
+
+// writeSyncs lists the syncs: a summary, then a row per sync (up to max)
+// with its length, a profile's split of it, and its work. The profile's
+// columns show only when a profile priced a sync.
+func writeSyncs(b *bytes.Buffer, t *Timeline, max int) {
+	esc := html.EscapeString
+	st := t.SyncTotals
+	b.WriteString("<section id=\"syncs\"><h2>Syncs</h2>\n")
+	fmt.Fprintf(b, "<p class=\"summary\">%d syncs, %v of sync time in all: %d full, %d partial", len(t.Syncs), st.Time, st.Full, st.Partial)
+	if st.Largest >= 0 && st.Largest < len(t.Syncs) {
+		l := t.Syncs[st.Largest]
+		fmt.Fprintf(b, "; the largest run %d at %v, %v", l.Run, l.Start, l.Dur)
+	}
+	if st.Priced > 0 {
+		fmt.Fprintf(b, "; %d priced by a cost profile", st.Priced)
+	}
+	b.WriteString("</p>\n")
+	if len(t.Syncs) == 0 {
+		b.WriteString("</section>\n")
+		return
+	}
+	other := false
+	for _, s := range t.Syncs {
+		other = other || s.Other != 0
+	}
+	b.WriteString("<table><thead><tr><th>run</th><th>start</th><th>why</th><th>duration</th>")
+	if st.Priced > 0 {
+		b.WriteString("<th>kind</th><th>kernel write</th><th>listing</th><th>compute</th>")
+		if other {
+			b.WriteString("<th>fixed and per-size</th>")
+		}
+	}
+	b.WriteString("<th>work</th></tr></thead>\n<tbody>\n")
+	for i, s := range t.Syncs {
+		if i == max {
+			break
+		}
+		cls := "sync"
+		if s.Err != "" {
+			cls += " fail"
+		}
+		if i == st.Largest {
+			cls += " largest"
+		}
+		dur := "did not end"
+		if s.Dur >= 0 {
+			dur = s.Dur.String()
+		}
+		fmt.Fprintf(b, "<tr class=\"%s\" data-run=\"%d\"><td>%d</td><td>%v</td><td>%s</td><td class=\"dur\" data-ns=\"%d\">%s</td>", cls, s.Run, s.Run, s.Start, esc(s.Why), s.Dur.Nanoseconds(), dur)
+		if st.Priced > 0 {
+			if s.Profile != "" {
+				fmt.Fprintf(b, "<td class=\"kind\">%s</td><td class=\"part\" data-ns=\"%d\">%v</td><td class=\"part\" data-ns=\"%d\">%v</td><td class=\"part\" data-ns=\"%d\">%v</td>",
+					s.Kind, s.Write.Nanoseconds(), s.Write, s.Listing.Nanoseconds(), s.Listing, s.Compute.Nanoseconds(), s.Compute)
+				if other {
+					fmt.Fprintf(b, "<td class=\"part\" data-ns=\"%d\">%v</td>", s.Other.Nanoseconds(), s.Other)
+				}
+			} else {
+				b.WriteString("<td></td><td></td><td></td><td></td>")
+				if other {
+					b.WriteString("<td></td>")
+				}
+			}
+		}
+		fmt.Fprintf(b, "<td class=\"work\">%s</td></tr>\n", esc(s.Work))
+	}
+	b.WriteString("</tbody></table>\n")
+	if len(t.Syncs) > max {
+		fmt.Fprintf(b, "<p class=\"note\">the first %d of %d syncs listed; every run's cost and work show on hover</p>\n", max, len(t.Syncs))
+	}
+	b.WriteString("</section>\n")
 }
 
 func lower(s string) string {

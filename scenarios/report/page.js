@@ -237,7 +237,8 @@
     const at = fmtDur(l.t[i] * unit), text = data.labels[l.l[i]][1];
     if (l.kind === "runs") {
       const d = l.d[i];
-      return `${at} run ${l.r[i]} ${text.replace(/^run /, "")}\n   ${at} to ${fmtDur((l.t[i] + d) * unit)}, cost ${fmtDur(d * unit)}`;
+      const sync = data.syncTexts[data.syncs[l.r[i] - 1]];
+      return `${at} run ${l.r[i]} ${text.replace(/^run /, "")}\n   ${at} to ${fmtDur((l.t[i] + d) * unit)}, cost ${fmtDur(d * unit)}` + (sync ? `\n   ${sync}` : "");
     }
     if (l.kind === "deferrals" && l.d && l.d[i] >= 0) return `${at} ${text} (waits ${fmtDur(l.d[i] * unit)})`;
     return `${at} ${text}`;

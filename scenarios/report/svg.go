@@ -130,7 +130,7 @@ func oddEven(i int) string {
 // diamond, anything else as a tick.
 func writeMark(b *bytes.Buffer, t *Timeline, l *pageLane, m Mark, top float64, x func(time.Duration) float64) {
 	lab := t.Labels[m.Label]
-	title := html.EscapeString(markTitle(l, m, lab))
+	title := html.EscapeString(markTitle(t, l, m, lab))
 	cls := html.EscapeString(lab.Class)
 	y, hh := top+4, float64(laneH-8)
 	x0 := x(m.At)
@@ -160,11 +160,14 @@ func writeMark(b *bytes.Buffer, t *Timeline, l *pageLane, m Mark, top float64, x
 
 // markTitle is a mark's tooltip: instant, details, and a run's or a
 // deferral's length.
-func markTitle(l *pageLane, m Mark, lab Label) string {
+func markTitle(t *Timeline, l *pageLane, m Mark, lab Label) string {
 	s := fmt.Sprintf("%v %s", m.At, lab.Text)
 	switch {
 	case l.Kind == KindRuns:
 		s = fmt.Sprintf("%v run %d %s, %v to %v, cost %v", m.At, m.Run, lab.Text[len("run "):], m.At, m.At+m.Dur, m.Dur)
+		if i := m.Run - 1; i >= 0 && i < len(t.Syncs) {
+			s += "\n" + syncDetails(t.Syncs[i])
+		}
 	case l.Kind == KindDeferrals && m.Dur >= 0:
 		s += fmt.Sprintf(" (waits %v)", m.Dur)
 	}

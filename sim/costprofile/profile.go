@@ -256,15 +256,19 @@ func (m *ModeProfile) KernelSeconds(w sim.SyncWork) float64 {
 	} else if t == nil && k == FullRestart {
 		t = term(m.Kernel, FullNew)
 	}
-	s := t.at(w)
-	if n := Listings(w); n > 0 {
-		// The listing term is one call's: its measure shared out among
-		// the calls (each call's start-up once, each object once).
-		if l := term(m.Kernel, Listing); l != nil {
-			s += float64(n) * l.Curve.At(Measures[l.Measure](w)/float64(n))
-		}
+	return t.at(w) + m.listingSeconds(w)
+}
+
+// listingSeconds is the kernel time of a sync's listing calls.
+func (m *ModeProfile) listingSeconds(w sim.SyncWork) float64 {
+	n := Listings(w)
+	l := term(m.Kernel, Listing)
+	if n == 0 || l == nil {
+		return 0
 	}
-	return s
+	// The listing term is one call's: its measure shared out among the
+	// calls (each call's start-up once, each object once).
+	return float64(n) * l.Curve.At(Measures[l.Measure](w)/float64(n))
 }
 
 // ComputeSeconds is the proxy's own compute of a sync.
@@ -286,6 +290,36 @@ func (m *ModeProfile) SyncCost(w sim.SyncWork) time.Duration {
 	return time.Duration(math.Round((m.KernelSeconds(w) + m.ComputeSeconds(w)) * 1e9))
 }
 
+// Parts is one sync's modelled time as a profile splits it: the kernel's
+// writes (of the sync's Kind), its listings, and the proxy's compute.
+type Parts struct {
+	Kind                    Kind
+	Write, Listing, Compute time.Duration
+}
+
+// Total is the sync's whole modelled time: SyncCost.
+func (p Parts) Total() time.Duration { return p.Write + p.Listing + p.Compute }
+
+// Parts splits SyncCost(w) into its parts; they add up to it exactly (the
+// writes take the nanosecond of rounding). Work another dataplane reported
+// has no parts.
+func (m *ModeProfile) Parts(w sim.SyncWork) Parts {
+	p := Parts{Kind: KindOf(w)}
+	if !m.reports(w) {
+		return p
+	}
+	p.Listing = time.Duration(math.Round(m.listingSeconds(w) * 1e9))
+	p.Compute = time.Duration(math.Round(m.ComputeSeconds(w) * 1e9))
+	p.Write = m.SyncCost(w) - p.Listing - p.Compute
+	return p
+}
+
+// SplitCost is Parts for the world's sync records (sim.CostSplitter).
+func (m *ModeProfile) SplitCost(w sim.SyncWork) sim.CostSplit {
+	p := m.Parts(w)
+	return sim.CostSplit{By: m.String(), Kind: string(p.Kind), Write: p.Write, Listing: p.Listing, Compute: p.Compute}
+}
+
 func (m *ModeProfile) reports(w sim.SyncWork) bool {
 	switch m.Dataplane {
 	case IPTablesNFT, IPTablesLegacy:
@@ -300,7 +334,7 @@ func (m *ModeProfile) reports(w sim.SyncWork) bool {
 
 func (m *ModeProfile) String() string { return "cost profile part " + m.Dataplane }
 
-var _ sim.WorkCost = (*ModeProfile)(nil)
+var _ sim.CostSplitter = (*ModeProfile)(nil)
 
 // Validate checks everything evaluation relies on, naming the field at
 // fault: known dataplanes and kinds, each kind once, known measures,

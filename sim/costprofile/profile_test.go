@@ -143,3 +143,43 @@ func TestDefaultProfile(t *testing.T) {
 		t.Errorf("unknown name: %v", err)
 	}
 }
+
+// Parts splits the hand profile's partial sync into its three terms, and
+// the default profile's parts add up to SyncCost to the nanosecond.
+func TestPartsAddUpToSyncCost(t *testing.T) {
+	nft, err := handProfile(t).Mode(IPTablesNFT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := nft.Parts(iptWork(false, 50, 50))
+	want := Parts{Kind: Partial, Write: 200 * time.Millisecond, Listing: 50 * time.Millisecond, Compute: 40 * time.Millisecond}
+	if got != want {
+		t.Errorf("partial: %+v, want %+v", got, want)
+	}
+	if got := nft.Parts(sim.SyncWork{NFTables: &sim.NFTablesWork{}}); got.Total() != 0 {
+		t.Errorf("nftables work on the iptables part: %+v", got)
+	}
+	def, err := Named("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range def.Modes {
+		for _, w := range []sim.SyncWork{iptWork(false, 1234, 777), iptWork(true, 3, 5001),
+			{ServicePorts: 33, Endpoints: 101, NFTables: &sim.NFTablesWork{Listings: 1, ObjectsListed: 77, Ops: nftAdds(13)}},
+			{ServicePorts: 33, Endpoints: 101, Full: true, IPVS: &sim.IPVSWork{}}} {
+			p := m.Parts(w)
+			if p.Total() != m.SyncCost(w) {
+				t.Errorf("%s: parts %+v add up to %v, SyncCost %v", m.Dataplane, p, p.Total(), m.SyncCost(w))
+			}
+			if m.reports(w) && (p.Write < 0 || p.Listing < 0 || p.Compute < 0) {
+				t.Errorf("%s: a negative part: %+v", m.Dataplane, p)
+			}
+		}
+	}
+}
+
+func nftAdds(n int) sim.NFTOps {
+	var o sim.NFTOps
+	o[sim.NFTAdd][sim.NFTElement] = n
+	return o
+}
