@@ -39,6 +39,10 @@ type Dataplane struct {
 	arp            func(addr string) (bool, error)
 	arpSender      func(src string) (string, error)
 	pace           func()
+
+	// onKernel, on a kernel that holds the packet path
+	// (OnKernelPacketPath), checks each route with real connections.
+	onKernel *pathOnKernel
 }
 
 var _ scenarios.Dataplane = (*Dataplane)(nil)

@@ -1,0 +1,151 @@
+package netns
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+
+	vnetns "github.com/vishvananda/netns"
+
+	"github.com/proxysim/proxysim/sim/ipvs"
+)
+
+// ErrNoIPSet says the ipset tool is not installed.
+var ErrNoIPSet = errors.New("ipset is not installed (Debian's and Ubuntu's package ipset has it): " + DoctorHint)
+
+// LookIPSet finds the ipset binary in PATH or /usr/sbin.
+func LookIPSet() (string, error) {
+	if p, err := exec.LookPath("ipset"); err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if st, err := os.Stat(dir + "/ipset"); err == nil && st.Mode()&0o111 != 0 {
+			return dir + "/ipset", nil
+		}
+	}
+	return "", ErrNoIPSet
+}
+
+// IPSets are the real ipsets of one namespace, programmed with the ipset
+// tool as kube-proxy's utilipset does (pkg/proxy/ipvs/ipset: create and
+// add with -exist, del, list). It implements sim/ipvs.IPSetHandle.
+type IPSets struct {
+	ns  *Namespace
+	bin string
+}
+
+var _ ipvs.IPSetHandle = (*IPSets)(nil)
+
+// IPSets returns n's ipsets.
+func (n *Namespace) IPSets() (*IPSets, error) {
+	bin, err := LookIPSet()
+	if err != nil {
+		return nil, err
+	}
+	return &IPSets{ns: n, bin: bin}, nil
+}
+
+// runTool executes bin with args inside the namespace, with stdin, and
+// returns stdout; a failure carries stderr. It refuses to run anywhere but
+// in n: the host's own tables must never be what a command changes.
+func (n *Namespace) runTool(bin, stdin string, env []string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	err := n.Do(func() error {
+		cur, err := vnetns.Get()
+		if err != nil {
+			return err
+		}
+		here := cur.Equal(n.handle)
+		cur.Close()
+		if !here {
+			return fmt.Errorf("refusing to run %s outside namespace %s", bin, n.Name)
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		return cmd.Run()
+	})
+	if err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return out.String(), fmt.Errorf("%s %s: %s", bin, strings.Join(args, " "), msg)
+	}
+	return out.String(), nil
+}
+
+func (s *IPSets) run(args ...string) (string, error) { return s.ns.runTool(s.bin, "", nil, args...) }
+
+// CreateSet is `ipset create NAME TYPE family F -exist` (bitmap:port with
+// range 0-65535), as kube-proxy creates its sets; the set's comment, which
+// no match reads, is not written.
+func (s *IPSets) CreateSet(set ipvs.IPSet) error {
+	args := []string{"create", set.Name, string(set.Type)}
+	if set.Type == ipvs.BitmapPort {
+		args = append(args, "range", "0-65535")
+	} else {
+		args = append(args, "family", set.Family)
+	}
+	_, err := s.run(append(args, "-exist")...)
+	return err
+}
+
+// Sets reads every set's create line (`ipset save`), sorted by name.
+func (s *IPSets) Sets() ([]ipvs.IPSet, error) {
+	text, err := s.run("save")
+	if err != nil {
+		return nil, err
+	}
+	var out []ipvs.IPSet
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || f[0] != "create" {
+			continue
+		}
+		set := ipvs.IPSet{Name: f[1], Type: ipvs.IPSetType(f[2]), Family: "inet"}
+		for i := 3; i+1 < len(f); i++ {
+			if f[i] == "family" {
+				set.Family = f[i+1]
+			}
+		}
+		out = append(out, set)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// ListEntries reads a set's members as `ipset save NAME` prints them.
+func (s *IPSets) ListEntries(name string) ([]string, error) {
+	text, err := s.run("save", name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && f[0] == "add" && f[1] == name {
+			out = append(out, f[2])
+		}
+	}
+	return out, nil
+}
+
+// AddEntry is `ipset add SET ENTRY -exist`.
+func (s *IPSets) AddEntry(set, entry string) error {
+	_, err := s.run("add", set, entry, "-exist")
+	return err
+}
+
+// DelEntry is `ipset del SET ENTRY`.
+func (s *IPSets) DelEntry(set, entry string) error {
+	_, err := s.run("del", set, entry)
+	return err
+}

@@ -1,0 +1,148 @@
+package ipvsmode
+
+import (
+	"fmt"
+
+	"k8s.io/utils/clock"
+
+	"github.com/proxysim/proxysim/fakes"
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim/ipvs"
+	"github.com/proxysim/proxysim/sim/route"
+)
+
+// PathKernel is a real kernel that holds the IPVS mode's whole packet
+// path (netns.IPVSPathNode): IPVS, kube-ipvs0, the ipsets and the iptables
+// rules, with pods and outside addresses around the node to connect from.
+type PathKernel interface {
+	// Programmed is the kernel's dataplane, ipsets and iptables included.
+	Programmed() ipvs.Dataplane
+	// Verify reports how the kernel's ipsets and rules differ from those
+	// written (ipvs.SaveIPSets text; iptables-save text, by meaning).
+	Verify(wantSets, wantRules string) error
+	// CheckRoute sends real connections as pkt describes and reports an
+	// error when where they went, or which arrived masqueraded, disagrees
+	// with the tracer's shares and masqueraded parts.
+	CheckRoute(pkt route.Packet, predicted, masq route.Shares) error
+	Close() error
+}
+
+// OnKernelPacketPath binds the mode to a real kernel that holds the packet
+// path: open returns a fresh one for a replay, given the scenario's node
+// IPs (the caller wires it to netns, which knows no scenarios). The
+// proxier programs the kernel and, in step, in-memory copies of the ipsets
+// and iptables (fakes.IPSets, fakes.IPTables) that hold what was written;
+// the tracer reads the copies and the kernel's own IPVS table, once the
+// kernel is shown to hold the same sets and rules, and each `route`
+// expectation is then measured with real connections on the kernel.
+func OnKernelPacketPath(open func(nodeIPs []string) (PathKernel, error)) scenarios.DataplaneFactory {
+	return func(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.Dataplane, error) {
+		set, err := settingsOf(s)
+		if err != nil {
+			return nil, err
+		}
+		if !set.PacketPath {
+			return nil, fmt.Errorf("%s: this dataplane replays proxy.packetPath scenarios", s.File)
+		}
+		k, err := open(set.NodeIPs)
+		if err != nil {
+			return nil, err
+		}
+		dp := k.Programmed()
+		sets, rules := fakes.NewIPSets(), fakes.NewIPTables()
+		dp.IPSets = inStepSets{kernel: dp.IPSets, mirror: sets}
+		dp.IPTables = inStepRules{kernel: dp.IPTables, mirror: rules}
+		d := newDataplane("netns, kernel "+dp.KernelVersion+", with the packet path", set, s.Proxy.SyncFailsOnError, dp, nil, k.Close)
+		d.onKernel = &pathOnKernel{kernel: k, sets: sets, rules: rules}
+		return d, nil
+	}
+}
+
+// pathOnKernel is a replay's kernel and the copies of what was written.
+type pathOnKernel struct {
+	kernel PathKernel
+	sets   *fakes.IPSets
+	rules  *fakes.IPTables
+}
+
+// check verifies the kernel holds what was written and measures pkt with
+// real connections against the tracer's answer.
+func (p *pathOnKernel) check(pkt route.Packet, shares, masq route.Shares) error {
+	wantSets, err := ipvs.SaveIPSets(p.sets)
+	if err != nil {
+		return err
+	}
+	if err := p.kernel.Verify(wantSets, p.rules.SaveAll()); err != nil {
+		return err
+	}
+	if err := p.kernel.CheckRoute(pkt, shares, masq); err != nil {
+		return fmt.Errorf("the tracer says %s (masqueraded %s), the kernel disagrees: %w", shares, masq, err)
+	}
+	return nil
+}
+
+// inStepSets applies every write to the kernel's ipsets and to the copy;
+// reads come from the copy, which holds the mode's own spelling (Verify
+// shows the two agree). The kernel decides: a write it refuses fails.
+type inStepSets struct {
+	kernel ipvs.IPSetHandle
+	mirror *fakes.IPSets
+}
+
+func (t inStepSets) CreateSet(s ipvs.IPSet) error {
+	if err := t.kernel.CreateSet(s); err != nil {
+		return err
+	}
+	return t.mirror.CreateSet(s)
+}
+func (t inStepSets) Sets() ([]ipvs.IPSet, error)             { return t.mirror.Sets() }
+func (t inStepSets) ListEntries(set string) ([]string, error) { return t.mirror.ListEntries(set) }
+func (t inStepSets) AddEntry(set, entry string) error {
+	if err := t.kernel.AddEntry(set, entry); err != nil {
+		return err
+	}
+	return t.mirror.AddEntry(set, entry)
+}
+func (t inStepSets) DelEntry(set, entry string) error {
+	if err := t.kernel.DelEntry(set, entry); err != nil {
+		return err
+	}
+	return t.mirror.DelEntry(set, entry)
+}
+
+// inStepRules is inStepSets for iptables.
+type inStepRules struct {
+	kernel interface {
+		Restore(string) error
+		EnsureChain(table, chain string) error
+		EnsureRule(table, chain, rule string) error
+		ChainExists(table, chain string) (bool, error)
+	}
+	mirror *fakes.IPTables
+}
+
+func (t inStepRules) Restore(payload string) error {
+	if err := t.kernel.Restore(payload); err != nil {
+		return err
+	}
+	if err := t.mirror.Restore(payload); err != nil {
+		return fmt.Errorf("the kernel took a restore the fake refuses: %w", err)
+	}
+	return nil
+}
+func (t inStepRules) Save(table string) (string, error) { return t.mirror.Save(table) }
+func (t inStepRules) EnsureChain(table, chain string) error {
+	if err := t.kernel.EnsureChain(table, chain); err != nil {
+		return err
+	}
+	return t.mirror.EnsureChain(table, chain)
+}
+func (t inStepRules) EnsureRule(table, chain, rule string) error {
+	if err := t.kernel.EnsureRule(table, chain, rule); err != nil {
+		return err
+	}
+	return t.mirror.EnsureRule(table, chain, rule)
+}
+func (t inStepRules) ChainExists(table, chain string) (bool, error) {
+	return t.mirror.ChainExists(table, chain)
+}
