@@ -95,7 +95,7 @@ func (t inStepSets) CreateSet(s ipvs.IPSet) error {
 	}
 	return t.mirror.CreateSet(s)
 }
-func (t inStepSets) Sets() ([]ipvs.IPSet, error)             { return t.mirror.Sets() }
+func (t inStepSets) Sets() ([]ipvs.IPSet, error)              { return t.mirror.Sets() }
 func (t inStepSets) ListEntries(set string) ([]string, error) { return t.mirror.ListEntries(set) }
 func (t inStepSets) AddEntry(set, entry string) error {
 	if err := t.kernel.AddEntry(set, entry); err != nil {
