@@ -100,27 +100,53 @@ func (s *IPSets) CreateSet(set ipvs.IPSet) error {
 
 // Sets reads every set's create line (`ipset save`), sorted by name.
 func (s *IPSets) Sets() ([]ipvs.IPSet, error) {
-	text, err := s.run("save")
+	saved, err := s.saved()
 	if err != nil {
 		return nil, err
 	}
-	var out []ipvs.IPSet
+	return saved.Sets()
+}
+
+// saved reads every set and member with one `ipset save`.
+func (s *IPSets) saved() (savedSets, error) {
+	text, err := s.run("save")
+	if err != nil {
+		return savedSets{}, err
+	}
+	out := savedSets{entries: map[string][]string{}}
 	for _, l := range strings.Split(text, "\n") {
 		f := strings.Fields(l)
-		if len(f) < 3 || f[0] != "create" {
-			continue
-		}
-		set := ipvs.IPSet{Name: f[1], Type: ipvs.IPSetType(f[2]), Family: "inet"}
-		for i := 3; i+1 < len(f); i++ {
-			if f[i] == "family" {
-				set.Family = f[i+1]
+		switch {
+		case len(f) >= 3 && f[0] == "create":
+			set := ipvs.IPSet{Name: f[1], Type: ipvs.IPSetType(f[2]), Family: "inet"}
+			for i := 3; i+1 < len(f); i++ {
+				if f[i] == "family" {
+					set.Family = f[i+1]
+				}
 			}
+			out.sets = append(out.sets, set)
+		case len(f) >= 3 && f[0] == "add":
+			out.entries[f[1]] = append(out.entries[f[1]], f[2])
 		}
-		out = append(out, set)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out.sets, func(i, j int) bool { return out.sets[i].Name < out.sets[j].Name })
 	return out, nil
 }
+
+// savedSets is one `ipset save`, read back through the handle's reads
+// (ipvs.SaveIPSets takes it); it takes no writes.
+type savedSets struct {
+	sets    []ipvs.IPSet
+	entries map[string][]string
+}
+
+func (s savedSets) Sets() ([]ipvs.IPSet, error)               { return s.sets, nil }
+func (s savedSets) ListEntries(name string) ([]string, error) { return s.entries[name], nil }
+func (savedSets) CreateSet(ipvs.IPSet) error                  { return errReadOnly }
+func (savedSets) AddEntry(string, string) error               { return errReadOnly }
+func (savedSets) DelEntry(string, string) error               { return errReadOnly }
+
+var errReadOnly = errors.New("a saved copy of the ipsets takes no writes")
 
 // ListEntries reads a set's members as `ipset save NAME` prints them.
 func (s *IPSets) ListEntries(name string) ([]string, error) {

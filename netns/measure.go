@@ -264,6 +264,9 @@ func (n *ProxyNode) measure(pkt route.Packet, predicted route.Shares, t trial) (
 		if t.prepare != nil || t.again {
 			per = serialPerOutcome
 		}
+		if n.PerOutcome > 0 {
+			per = n.PerOutcome
+		}
 		m.N = min(maxSamples, max(per*len(m.Predicted), int(math.Ceil(minExpected/rarest))))
 	}
 	if err := m.sample(n, to, t); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -37,6 +38,9 @@ type ProxyNode struct {
 	// Timeout bounds one connection, connect and answer (default 2s): a
 	// dropped packet shows as a timeout.
 	Timeout time.Duration
+	// PerOutcome, if above 0, is the connections per predicted outcome of
+	// a spread (default 200, see samplesPerOutcome).
+	PerOutcome int
 
 	// alsoLocal, if set, names more addresses of the node's own (those on
 	// a dummy device, say): connections from them start on the node.
@@ -295,7 +299,15 @@ func (s *servers) serve(protocol, ip string, port int) error {
 				}
 				src, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 				fmt.Fprintf(c, "%s %s\n", addr, src)
-				c.Close()
+				// The client closes first, so its side keeps the
+				// TIME_WAIT: its port is not reused by the next
+				// connections, whose SYN would otherwise meet this
+				// side's TIME_WAIT and be retransmitted a second later.
+				go func() {
+					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					io.Copy(io.Discard, c)
+					c.Close()
+				}()
 			}
 		}()
 	case "UDP":
