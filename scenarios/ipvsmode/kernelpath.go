@@ -161,3 +161,17 @@ func (t inStepRules) EnsureRule(table, chain, rule string) error {
 func (t inStepRules) ChainExists(table, chain string) (bool, error) {
 	return t.mirror.ChainExists(table, chain)
 }
+
+// WithPacketPath replays the packetPath scenarios that need no client (no
+// connect, send or arp: see NeedsClient) on a kernel that holds the packet
+// path (OnKernelPacketPath with open), and every other scenario with
+// other.
+func WithPacketPath(other scenarios.DataplaneFactory, open func(nodeIPs []string) (PathKernel, error)) scenarios.DataplaneFactory {
+	path := OnKernelPacketPath(open)
+	return func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+		if set, ok := SettingsOf(s); ok && set.PacketPath && !NeedsClient(s) {
+			return path(s, clk)
+		}
+		return other(s, clk)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
@@ -137,5 +139,26 @@ func TestPacketPathOnKernelNeedsPacketPath(t *testing.T) {
 	_, err = scenarios.Replay(s, scenarios.Options{Dataplane: ipvsmode.OnKernelPacketPath(func([]string) (ipvsmode.PathKernel, error) { return newPathKernel(), nil })})
 	if err == nil || !strings.Contains(err.Error(), "packetPath") {
 		t.Fatalf("got %v, want an error naming packetPath", err)
+	}
+}
+
+// WithPacketPath sends a packetPath scenario without client steps to the
+// packet path's kernel, and the rest (the affinity story's connect steps
+// included) to the other dataplane.
+func TestWithPacketPathDispatches(t *testing.T) {
+	errOther := errors.New("the other dataplane")
+	opened := 0
+	f := ipvsmode.WithPacketPath(func(*scenarios.Scenario, clock.PassiveClock) (scenarios.Dataplane, error) { return nil, errOther },
+		func([]string) (ipvsmode.PathKernel, error) { opened++; return newPathKernel(), nil })
+	for name, path := range map[string]bool{"ipvs-external-traffic-policy-local": true, "ipvs-session-affinity-route": false, "graceful-termination": false} {
+		s, err := scenarios.LoadLibrary(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := opened
+		_, err = scenarios.Replay(s, scenarios.Options{Dataplane: f})
+		if got := opened > before; got != path || (!path && !errors.Is(err, errOther)) {
+			t.Errorf("%s: packet path opened %v (want %v), err %v", name, got, path, err)
+		}
 	}
 }
