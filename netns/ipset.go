@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	vnetns "github.com/vishvananda/netns"
@@ -32,11 +33,14 @@ func LookIPSet() (string, error) {
 }
 
 // IPSets are the real ipsets of one namespace, programmed with the ipset
-// tool as kube-proxy's utilipset does (pkg/proxy/ipvs/ipset: create and
-// add with -exist, del, list). It implements sim/ipvs.IPSetHandle.
+// tool as kube-proxy's utilipset does (pkg/util/ipset: create and add
+// with -exist, del, list), its writes batched into one restore (see
+// CreateSet). It implements sim/ipvs.IPSetHandle.
 type IPSets struct {
-	ns  *Namespace
-	bin string
+	ns      *Namespace
+	bin     string
+	mu      sync.Mutex
+	pending []string
 }
 
 var _ ipvs.IPSetHandle = (*IPSets)(nil)
@@ -84,17 +88,51 @@ func (n *Namespace) runTool(bin, stdin string, env []string, args ...string) (st
 
 func (s *IPSets) run(args ...string) (string, error) { return s.ns.runTool(s.bin, "", nil, args...) }
 
-// CreateSet is `ipset create NAME TYPE family F -exist` (bitmap:port with
-// range 0-65535), as kube-proxy creates its sets; the set's comment, which
-// no match reads, is not written.
+// CreateSet queues `create NAME TYPE family F` (bitmap:port with range
+// 0-65535), as kube-proxy creates its sets; the set's comment, which no
+// match reads, is not written. Writes are queued and applied together by
+// Flush (one `ipset -exist restore`), which every read runs first: each
+// process is slow under a VM's emulation.
 func (s *IPSets) CreateSet(set ipvs.IPSet) error {
-	args := []string{"create", set.Name, string(set.Type)}
+	line := "create " + set.Name + " " + string(set.Type)
 	if set.Type == ipvs.BitmapPort {
-		args = append(args, "range", "0-65535")
+		line += " range 0-65535"
 	} else {
-		args = append(args, "family", set.Family)
+		line += " family " + set.Family
 	}
-	_, err := s.run(append(args, "-exist")...)
+	s.queue(line)
+	return nil
+}
+
+// AddEntry queues `add SET ENTRY` (with -exist).
+func (s *IPSets) AddEntry(set, entry string) error {
+	s.queue("add " + set + " " + entry)
+	return nil
+}
+
+// DelEntry queues `del SET ENTRY`.
+func (s *IPSets) DelEntry(set, entry string) error {
+	s.queue("del " + set + " " + entry)
+	return nil
+}
+
+func (s *IPSets) queue(line string) {
+	s.mu.Lock()
+	s.pending = append(s.pending, line)
+	s.mu.Unlock()
+}
+
+// Flush applies the queued writes with one `ipset -exist restore`: all of
+// them, or an error naming the line the kernel refused.
+func (s *IPSets) Flush() error {
+	s.mu.Lock()
+	lines := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := s.ns.runTool(s.bin, strings.Join(lines, "\n")+"\n", nil, "-exist", "restore")
 	return err
 }
 
@@ -109,6 +147,9 @@ func (s *IPSets) Sets() ([]ipvs.IPSet, error) {
 
 // saved reads every set and member with one `ipset save`.
 func (s *IPSets) saved() (savedSets, error) {
+	if err := s.Flush(); err != nil {
+		return savedSets{}, err
+	}
 	text, err := s.run("save")
 	if err != nil {
 		return savedSets{}, err
@@ -150,6 +191,9 @@ var errReadOnly = errors.New("a saved copy of the ipsets takes no writes")
 
 // ListEntries reads a set's members as `ipset save NAME` prints them.
 func (s *IPSets) ListEntries(name string) ([]string, error) {
+	if err := s.Flush(); err != nil {
+		return nil, err
+	}
 	text, err := s.run("save", name)
 	if err != nil {
 		return nil, err
@@ -162,16 +206,4 @@ func (s *IPSets) ListEntries(name string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// AddEntry is `ipset add SET ENTRY -exist`.
-func (s *IPSets) AddEntry(set, entry string) error {
-	_, err := s.run("add", set, entry, "-exist")
-	return err
-}
-
-// DelEntry is `ipset del SET ENTRY`.
-func (s *IPSets) DelEntry(set, entry string) error {
-	_, err := s.run("del", set, entry)
-	return err
 }

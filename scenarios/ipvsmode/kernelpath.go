@@ -50,8 +50,14 @@ func OnKernelPacketPath(open func(nodeIPs []string) (PathKernel, error)) scenari
 		}
 		dp := k.Programmed()
 		p := &pathOnKernel{kernel: k, sets: fakes.NewIPSets(), rules: fakes.NewIPTables(), verified: -1}
-		dp.IPSets = inStepSets{kernel: dp.IPSets, mirror: p.sets, writes: &p.writes}
-		dp.IPTables = inStepRules{kernel: dp.IPTables, mirror: p.rules, writes: &p.writes}
+		// A kernel handle that queues its set writes (netns.IPSets) applies
+		// them before any rule that may name a set is written.
+		flushSets := func() error { return nil }
+		if f, ok := dp.IPSets.(interface{ Flush() error }); ok {
+			flushSets = f.Flush
+		}
+		dp.IPSets = &inStepSets{kernel: dp.IPSets, mirror: p.sets, writes: &p.writes, created: map[string]bool{}}
+		dp.IPTables = &inStepRules{kernel: dp.IPTables, mirror: p.rules, writes: &p.writes, flushSets: flushSets, ensured: map[string]bool{}}
 		d := newDataplane("netns, kernel "+dp.KernelVersion+", with the packet path", set, s.Proxy.SyncFailsOnError, dp, nil, k.Close)
 		d.onKernel = p
 		return d, nil
@@ -91,29 +97,39 @@ func (p *pathOnKernel) check(pkt route.Packet, shares, masq route.Shares) error 
 // inStepSets applies every write to the kernel's ipsets and to the copy;
 // reads come from the copy, which holds the mode's own spelling (Verify
 // shows the two agree). The kernel decides: a write it refuses fails.
+//
+// Calls that are idempotent once made (creating a set, ensuring a chain or
+// a rule, all of which the proxier repeats every sync) reach the kernel
+// the first time only: each is a process, slow in an emulated VM, and
+// Verify would show a kernel that lost what they made.
 type inStepSets struct {
-	kernel ipvs.IPSetHandle
-	mirror *fakes.IPSets
-	writes *int
+	kernel  ipvs.IPSetHandle
+	mirror  *fakes.IPSets
+	writes  *int
+	created map[string]bool
 }
 
-func (t inStepSets) CreateSet(s ipvs.IPSet) error {
+func (t *inStepSets) CreateSet(s ipvs.IPSet) error {
 	*t.writes++
-	if err := t.kernel.CreateSet(s); err != nil {
-		return err
+	key := s.Name + " " + string(s.Type) + " " + s.Family
+	if !t.created[key] {
+		if err := t.kernel.CreateSet(s); err != nil {
+			return err
+		}
+		t.created[key] = true
 	}
 	return t.mirror.CreateSet(s)
 }
-func (t inStepSets) Sets() ([]ipvs.IPSet, error)              { return t.mirror.Sets() }
-func (t inStepSets) ListEntries(set string) ([]string, error) { return t.mirror.ListEntries(set) }
-func (t inStepSets) AddEntry(set, entry string) error {
+func (t *inStepSets) Sets() ([]ipvs.IPSet, error)              { return t.mirror.Sets() }
+func (t *inStepSets) ListEntries(set string) ([]string, error) { return t.mirror.ListEntries(set) }
+func (t *inStepSets) AddEntry(set, entry string) error {
 	*t.writes++
 	if err := t.kernel.AddEntry(set, entry); err != nil {
 		return err
 	}
 	return t.mirror.AddEntry(set, entry)
 }
-func (t inStepSets) DelEntry(set, entry string) error {
+func (t *inStepSets) DelEntry(set, entry string) error {
 	*t.writes++
 	if err := t.kernel.DelEntry(set, entry); err != nil {
 		return err
@@ -129,12 +145,17 @@ type inStepRules struct {
 		EnsureRule(table, chain, rule string) error
 		ChainExists(table, chain string) (bool, error)
 	}
-	mirror *fakes.IPTables
-	writes *int
+	mirror    *fakes.IPTables
+	writes    *int
+	flushSets func() error
+	ensured   map[string]bool
 }
 
-func (t inStepRules) Restore(payload string) error {
+func (t *inStepRules) Restore(payload string) error {
 	*t.writes++
+	if err := t.flushSets(); err != nil {
+		return err
+	}
 	if err := t.kernel.Restore(payload); err != nil {
 		return err
 	}
@@ -143,22 +164,31 @@ func (t inStepRules) Restore(payload string) error {
 	}
 	return nil
 }
-func (t inStepRules) Save(table string) (string, error) { return t.mirror.Save(table) }
-func (t inStepRules) EnsureChain(table, chain string) error {
+func (t *inStepRules) Save(table string) (string, error) { return t.mirror.Save(table) }
+func (t *inStepRules) EnsureChain(table, chain string) error {
 	*t.writes++
-	if err := t.kernel.EnsureChain(table, chain); err != nil {
-		return err
+	if key := "chain " + table + " " + chain; !t.ensured[key] {
+		if err := t.kernel.EnsureChain(table, chain); err != nil {
+			return err
+		}
+		t.ensured[key] = true
 	}
 	return t.mirror.EnsureChain(table, chain)
 }
-func (t inStepRules) EnsureRule(table, chain, rule string) error {
+func (t *inStepRules) EnsureRule(table, chain, rule string) error {
 	*t.writes++
-	if err := t.kernel.EnsureRule(table, chain, rule); err != nil {
-		return err
+	if key := "rule " + table + " " + chain + " " + rule; !t.ensured[key] {
+		if err := t.flushSets(); err != nil {
+			return err
+		}
+		if err := t.kernel.EnsureRule(table, chain, rule); err != nil {
+			return err
+		}
+		t.ensured[key] = true
 	}
 	return t.mirror.EnsureRule(table, chain, rule)
 }
-func (t inStepRules) ChainExists(table, chain string) (bool, error) {
+func (t *inStepRules) ChainExists(table, chain string) (bool, error) {
 	return t.mirror.ChainExists(table, chain)
 }
 
