@@ -35,9 +35,9 @@ const IPVSPathBackend = Legacy
 // IPVSPerOutcome is the connections per predicted outcome of a spread
 // through the IPVS packet path: with the chi-square test at Significance,
 // enough to fail 1/2, 1/4, 1/4 claimed for three endpoints that get 1/3
-// each (N 150, an expected statistic of 16.7 against a bound of 13.8) or
-// 3/4, 1/4 claimed for two that get 1/2 (N 100, 33.3 against 10.8); few
-// enough for the VM.
+// each (N 200, as the rarest claimed share must expect 50: an expected
+// statistic of 22.2 against a bound of 13.8) or 3/4, 1/4 claimed for two
+// that get 1/2 (N 200, 66.7 against 10.8); few enough for the VM.
 const IPVSPerOutcome = 50
 
 // IPVSPathTimeout bounds one connection through the IPVS packet path.
