@@ -4,7 +4,8 @@
 //
 // The kernel comes from Debian's archive (apt-get download, unpacked with
 // dpkg-deb, never installed), and is cached with the base initramfs (busybox,
-// the IPVS, conntrack, dummy and veth modules, /init); each run appends a
+// the IPVS, conntrack, dummy, veth, x_tables and ipset modules, the host's
+// iptables-legacy and ipset with their libraries, /init); each run appends a
 // small archive with the binary and the Files copied in. The binary's exit
 // code comes back through a marker line on the serial console.
 //
