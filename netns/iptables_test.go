@@ -332,3 +332,23 @@ func TestIPTablesChainExistsAndFlush(t *testing.T) {
 		})
 	}
 }
+
+// The ipvs match comes back from the legacy backend with its protocol as a
+// number and its options reordered (seen in the VM on 5.10, 6.1 and 6.12).
+func TestCompareSavesReadsTheIPVSMatchBack(t *testing.T) {
+	written := "*filter\n:OUTPUT ACCEPT [0:0]\n:KUBE-IPVS-OUT-FILTER - [0:0]\n-A KUBE-IPVS-OUT-FILTER -s 203.0.113.10 -m ipvs --vaddr 203.0.113.10 --vproto tcp --vport 80 -j DROP\nCOMMIT\n"
+	kernel := "*filter\n:OUTPUT ACCEPT [0:0]\n:KUBE-IPVS-OUT-FILTER - [0:0]\n-A KUBE-IPVS-OUT-FILTER -s 203.0.113.10/32 -m ipvs --vproto 6 --vaddr 203.0.113.10 --vport 80 -j DROP\nCOMMIT\n"
+	if err := CompareSaves(written, kernel); err != nil {
+		t.Fatalf("same rules reported different: %v", err)
+	}
+	for _, c := range []struct{ from, to string }{
+		{"--vproto 6", "--vproto 17"},
+		{"--vaddr 203.0.113.10", "--vaddr 203.0.113.11"},
+		{"--vport 80", "--vport 81"},
+	} {
+		k := strings.Replace(kernel, c.from, c.to, 1)
+		if k == kernel || CompareSaves(written, k) == nil {
+			t.Errorf("%s for %s compares equal", c.to, c.from)
+		}
+	}
+}

@@ -285,6 +285,20 @@ func basicValue(name, v string) string {
 	return v
 }
 
+// ipProtoNumber is an IP protocol's number for its name (tcp, udp, sctp);
+// anything else is left as it is.
+func ipProtoNumber(p string) string {
+	switch strings.ToLower(p) {
+	case "tcp":
+		return "6"
+	case "udp":
+		return "17"
+	case "sctp":
+		return "132"
+	}
+	return p
+}
+
 // normaliseModule drops a module's defaults, puts numbers in one form,
 // and sorts its options.
 func normaliseModule(name string, opts []option) []option {
@@ -299,6 +313,12 @@ func normaliseModule(name string, opts []option) []option {
 			o.values = []string{probability31(o.values[0])}
 		case name == "mark" && o.name == "--mark" && len(o.values) == 1:
 			o.values = []string{markMask(o.values[0])}
+		case name == "ipvs" && o.name == "--vproto" && len(o.values) == 1:
+			// written by name (kube-proxy's KUBE-IPVS-OUT-FILTER), printed
+			// back by number
+			o.values = []string{ipProtoNumber(o.values[0])}
+		case name == "ipvs" && o.name == "--vaddr" && len(o.values) == 1:
+			o.values = []string{strings.TrimSuffix(o.values[0], "/32")}
 		case name == "conntrack" && (o.name == "--ctstate" || o.name == "--ctstatus") && len(o.values) == 1:
 			states := strings.Split(o.values[0], ",")
 			sort.Strings(states)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"net"
 	"slices"
 	"strconv"
@@ -36,6 +37,12 @@ type Measurement struct {
 	Stat float64
 	DF   int
 	P    float64
+	// PredictedMasq is, when the tracer tells masquerade, the part of each
+	// outcome's connections predicted to reach the endpoint from another
+	// source than the client's (masqueraded); Masqueraded counts those the
+	// endpoint saw so. Nil when masquerade is not checked.
+	PredictedMasq map[string]float64
+	Masqueraded   map[string]int
 	// Skipped says why nothing was measured (too many outcomes to sample).
 	Skipped string
 	// First is the sample that was off at Significance when a second
@@ -58,7 +65,29 @@ func (m Measurement) Agrees() error {
 	case m.DF > 0 && m.P < Significance:
 		return fmt.Errorf("%s: the spread is off (p < %g)", m, Significance)
 	}
+	if off := m.masqueradeOff(); len(off) > 0 {
+		return fmt.Errorf("%s: masquerade is off: %s", m, strings.Join(off, ", "))
+	}
 	return nil
+}
+
+// masqueradeOff lists the outcomes whose connections were masqueraded
+// otherwise than predicted. The IPVS tracer's masquerade is all or nothing
+// per outcome (the rules decide on the client and the endpoint alone): a
+// part predicted strictly between 0 and 1 is not judged.
+func (m Measurement) masqueradeOff() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m.PredictedMasq)) {
+		c, got, want := m.Counts[k], m.Masqueraded[k], m.PredictedMasq[k]
+		switch {
+		case c == 0:
+		case want == 0 && got > 0:
+			out = append(out, fmt.Sprintf("%s: %d of %d masqueraded, predicted none", k, got, c))
+		case want == 1 && got < c:
+			out = append(out, fmt.Sprintf("%s: %d of %d masqueraded, predicted all", k, got, c))
+		}
+	}
+	return out
 }
 
 // unpredicted lists the outcomes seen that the prediction did not have.
@@ -111,6 +140,18 @@ func (m Measurement) String() string {
 	s := fmt.Sprintf("%s %s -> %s, %d %s: %s", m.Protocol, m.From, m.To, m.N, trials, strings.Join(parts, ", "))
 	if m.DF > 0 {
 		s += fmt.Sprintf("; chi-square %.3f, df %d, p %.3f", m.Stat, m.DF, m.P)
+	}
+	if m.PredictedMasq != nil {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m.PredictedMasq)) {
+			if m.Counts[k] > 0 && (m.PredictedMasq[k] > 0 || m.Masqueraded[k] > 0) {
+				parts = append(parts, fmt.Sprintf("%s %d/%d (predicted %g)", k, m.Masqueraded[k], m.Counts[k], m.PredictedMasq[k]))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"none, as predicted"}
+		}
+		s += "; masqueraded: " + strings.Join(parts, ", ")
 	}
 	if u := m.First.unpredictedIfAny(); len(u) > 0 {
 		s += fmt.Sprintf(" (a second sample: the first had %s)", strings.Join(u, ", "))
@@ -206,12 +247,25 @@ func (n *ProxyNode) measure(pkt route.Packet, predicted route.Shares, t trial) (
 		}
 		m.Predicted[strings.Join(parts, " -> ")] += share
 		rarest = min(rarest, share)
+		if t.masq != nil {
+			if m.PredictedMasq == nil {
+				m.PredictedMasq = map[string]float64{}
+			}
+			part := 0.0
+			if w := t.masq[k]; w != nil {
+				part, _ = new(big.Rat).Quo(w, predicted[k]).Float64()
+			}
+			m.PredictedMasq[strings.Join(parts, " -> ")] = part
+		}
 	}
 	m.N = exactSamples
 	if len(m.Predicted) > 1 {
 		per := samplesPerOutcome
 		if t.prepare != nil || t.again {
 			per = serialPerOutcome
+		}
+		if n.PerOutcome > 0 {
+			per = n.PerOutcome
 		}
 		m.N = min(maxSamples, max(per*len(m.Predicted), int(math.Ceil(minExpected/rarest))))
 	}
@@ -230,7 +284,8 @@ func (n *ProxyNode) measure(pkt route.Packet, predicted route.Shares, t trial) (
 	// its dial timeout now and then, while rules that drop do it in every
 	// sample.
 	if (m.DF > 0 && m.P < Significance && len(m.unpredicted()) == 0) || m.strayTimeouts() {
-		m.First = &Measurement{Protocol: m.Protocol, From: m.From, To: m.To, Predicted: m.Predicted, Counts: m.Counts, N: m.N, Pairs: m.Pairs, Stat: m.Stat, DF: m.DF, P: m.P}
+		m.First = &Measurement{Protocol: m.Protocol, From: m.From, To: m.To, Predicted: m.Predicted, Counts: m.Counts, N: m.N, Pairs: m.Pairs, Stat: m.Stat, DF: m.DF, P: m.P,
+			PredictedMasq: m.PredictedMasq, Masqueraded: m.Masqueraded}
 		if err := m.sample(n, to, t); err != nil {
 			return m, err
 		}
@@ -256,11 +311,14 @@ func seenAs(outcome, to string) string {
 // sample runs m.N fresh trials and sets Counts and, for a spread, the
 // chi-square test's Stat, DF and P.
 func (m *Measurement) sample(n *ProxyNode, to string, t trial) error {
-	counts, err := n.spray(m.Protocol, m.From, to, m.N, t)
+	counts, masq, err := n.sprayTracked(m.Protocol, m.From, to, m.N, t)
 	if err != nil {
 		return err
 	}
 	m.Counts = counts
+	if m.PredictedMasq != nil {
+		m.Masqueraded = masq
+	}
 	if len(m.Predicted) > 1 {
 		obs := make([]int, 0, len(m.Predicted))
 		exp := make([]float64, 0, len(m.Predicted))

@@ -1,6 +1,9 @@
 package netns
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A sample whose only surprise is a few timeouts (at most a tenth) is
 // sampled again; more, or any other unpredicted outcome, is not.
@@ -20,6 +23,32 @@ func TestStrayTimeouts(t *testing.T) {
 	} {
 		if got := tc.m.strayTimeouts(); got != tc.resamp {
 			t.Errorf("%s: strayTimeouts = %v, want %v", tc.name, got, tc.resamp)
+		}
+	}
+}
+
+// Masquerade is judged per outcome, all or nothing as predicted; a part
+// strictly between is not judged, and an outcome nobody reached says
+// nothing.
+func TestMasqueradeOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    Measurement
+		off  string
+	}{
+		{"all, as predicted", Measurement{N: 16, Predicted: map[string]float64{"a": 1}, PredictedMasq: map[string]float64{"a": 1}, Counts: map[string]int{"a": 16}, Masqueraded: map[string]int{"a": 16}}, ""},
+		{"none, as predicted", Measurement{N: 16, Predicted: map[string]float64{"a": 1}, PredictedMasq: map[string]float64{"a": 0}, Counts: map[string]int{"a": 16}}, ""},
+		{"one kept its source", Measurement{N: 16, Predicted: map[string]float64{"a": 1}, PredictedMasq: map[string]float64{"a": 1}, Counts: map[string]int{"a": 16}, Masqueraded: map[string]int{"a": 15}}, "a: 15 of 16 masqueraded, predicted all"},
+		{"one rewritten", Measurement{N: 16, Predicted: map[string]float64{"a": 1}, PredictedMasq: map[string]float64{"a": 0}, Counts: map[string]int{"a": 16}, Masqueraded: map[string]int{"a": 1}}, "a: 1 of 16 masqueraded, predicted none"},
+		{"a part", Measurement{N: 16, Predicted: map[string]float64{"a": 1}, PredictedMasq: map[string]float64{"a": 0.5}, Counts: map[string]int{"a": 16}, Masqueraded: map[string]int{"a": 3}}, ""},
+		{"not checked", Measurement{N: 16, Predicted: map[string]float64{"a": 1}, Counts: map[string]int{"a": 16}, Masqueraded: map[string]int{"a": 16}}, ""},
+	} {
+		err := tc.m.Agrees()
+		switch {
+		case tc.off == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.off != "" && (err == nil || !strings.Contains(err.Error(), "masquerade is off: "+tc.off)):
+			t.Errorf("%s: got %v, want masquerade is off: %s", tc.name, err, tc.off)
 		}
 	}
 }

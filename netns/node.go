@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/proxysim/proxysim/sim/route"
 )
 
 // ProxyNode is a node namespace whose rules (iptables or nftables) a proxy
@@ -35,6 +38,13 @@ type ProxyNode struct {
 	// Timeout bounds one connection, connect and answer (default 2s): a
 	// dropped packet shows as a timeout.
 	Timeout time.Duration
+	// PerOutcome, if above 0, is the connections per predicted outcome of
+	// a spread (default 200, see samplesPerOutcome).
+	PerOutcome int
+
+	// alsoLocal, if set, names more addresses of the node's own (those on
+	// a dummy device, say): connections from them start on the node.
+	alsoLocal func(net.IP) bool
 
 	mu     sync.Mutex
 	pods   map[string]*Pod
@@ -144,7 +154,7 @@ func (n *ProxyNode) isNodeIP(ip net.IP) bool {
 			return true
 		}
 	}
-	return false
+	return n.alsoLocal != nil && n.alsoLocal(ip)
 }
 
 // Pod returns the pod with this IP, creating it on first use.
@@ -249,7 +259,9 @@ func splitHostPort(hostport string) (string, int, error) {
 }
 
 // servers are the listeners of one namespace, each answering with the
-// address it was asked for.
+// address it was asked for and the source address the connection came
+// from ("ip:port SRC"), so that a client learns which endpoint the kernel
+// chose and whether its source was rewritten on the way.
 type servers struct {
 	ns  *Namespace
 	mu  sync.Mutex
@@ -285,8 +297,17 @@ func (s *servers) serve(protocol, ip string, port int) error {
 				if err != nil {
 					return
 				}
-				fmt.Fprintf(c, "%s\n", addr)
-				c.Close()
+				src, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+				fmt.Fprintf(c, "%s %s\n", addr, src)
+				// The client closes first, so its side keeps the
+				// TIME_WAIT: its port is not reused by the next
+				// connections, whose SYN would otherwise meet this
+				// side's TIME_WAIT and be retransmitted a second later.
+				go func() {
+					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					io.Copy(io.Discard, c)
+					c.Close()
+				}()
 			}
 		}()
 	case "UDP":
@@ -306,7 +327,8 @@ func (s *servers) serve(protocol, ip string, port int) error {
 				if err != nil {
 					return
 				}
-				pc.WriteTo([]byte(addr+"\n"), from)
+				src, _, _ := net.SplitHostPort(from.String())
+				pc.WriteTo([]byte(addr+" "+src+"\n"), from)
 			}
 		}()
 	default:
@@ -361,34 +383,47 @@ const sprayWorkers = 16
 // it (the trials then run one at a time, each from the state prepared);
 // with again, two connections of the client, between run between them,
 // and the outcome "FIRST -> SECOND" (one at a time too).
+//
+// masq, when set, is the part of each outcome's share the tracer says
+// leaves masqueraded: the measurement then checks it (Measurement.PredictedMasq).
 type trial struct {
 	prepare func() error
 	again   bool
 	between func() error
+	masq    route.Shares
 }
 
 // spray runs count trials from from to to and counts their outcomes.
 func (n *ProxyNode) spray(protocol, from, to string, count int, t trial) (map[string]int, error) {
+	counts, _, err := n.sprayTracked(protocol, from, to, count, t)
+	return counts, err
+}
+
+// sprayTracked is spray that also counts, by outcome, the trials whose
+// endpoint saw another source than the client's address: masqueraded
+// (one connection per trial; with again, the second's).
+func (n *ProxyNode) sprayTracked(protocol, from, to string, count int, t trial) (map[string]int, map[string]int, error) {
 	ns, err := n.source(from)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	protocol = strings.ToUpper(protocol)
 	if protocol == "" {
 		protocol = "TCP"
 	}
 	if protocol != "TCP" && protocol != "UDP" {
-		return nil, fmt.Errorf("protocol %q: want TCP or UDP", protocol)
+		return nil, nil, fmt.Errorf("protocol %q: want TCP or UDP", protocol)
 	}
 	local, err := resolve(protocol, net.JoinHostPort(from, "0"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	client := net.ParseIP(from)
 	workers := sprayWorkers
 	if t.prepare != nil || t.again || count < workers {
 		workers = 1 // one at a time: each starts from the history prepared
 	}
-	counts := map[string]int{}
+	counts, masq := map[string]int{}, map[string]int{}
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
@@ -403,12 +438,15 @@ func (n *ProxyNode) spray(protocol, from, to string, count int, t trial) (map[st
 			defer wg.Done()
 			err := ns.Do(func() error {
 				for range todo {
-					o, err := n.trial(protocol, local, to, t)
+					o, src, err := n.trial(protocol, local, to, t)
 					if err != nil {
 						return err
 					}
 					mu.Lock()
 					counts[o]++
+					if src != nil && !src.Equal(client) {
+						masq[o]++
+					}
 					mu.Unlock()
 				}
 				return nil
@@ -421,48 +459,53 @@ func (n *ProxyNode) spray(protocol, from, to string, count int, t trial) (map[st
 		}()
 	}
 	wg.Wait()
-	return counts, errors.Join(errs...)
+	return counts, masq, errors.Join(errs...)
 }
 
-// trial runs one trial on the calling thread's namespace.
-func (n *ProxyNode) trial(protocol string, local net.Addr, to string, t trial) (string, error) {
+// trial runs one trial on the calling thread's namespace: its outcome and
+// the source its (last) endpoint saw, nil when none answered.
+func (n *ProxyNode) trial(protocol string, local net.Addr, to string, t trial) (string, net.IP, error) {
 	if t.prepare != nil {
 		if err := t.prepare(); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
-	o := n.dial(protocol, local, to)
+	o, src := n.dial(protocol, local, to)
 	if !t.again {
-		return o, nil
+		return o, src, nil
 	}
 	if t.between != nil {
 		if err := t.between(); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
-	return o + " -> " + n.dial(protocol, local, to), nil
+	second, src := n.dial(protocol, local, to)
+	return o + " -> " + second, src, nil
 }
 
-// dial is one connection, on the calling thread's namespace.
-func (n *ProxyNode) dial(protocol string, local net.Addr, to string) string {
+// dial is one connection, on the calling thread's namespace: who
+// answered, and the source address the endpoint saw (nil when nobody
+// answered).
+func (n *ProxyNode) dial(protocol string, local net.Addr, to string) (string, net.IP) {
 	d := net.Dialer{LocalAddr: local, Timeout: n.Timeout}
 	deadline := time.Now().Add(n.Timeout)
 	c, err := d.DialContext(context.Background(), strings.ToLower(protocol)+"4", to)
 	if err != nil {
-		return outcomeOf(err)
+		return outcomeOf(err), nil
 	}
 	defer c.Close()
 	c.SetDeadline(deadline)
 	if protocol == "UDP" {
 		if _, err := c.Write([]byte("hello\n")); err != nil {
-			return outcomeOf(err)
+			return outcomeOf(err), nil
 		}
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
-		return outcomeOf(err)
+		return outcomeOf(err), nil
 	}
-	return strings.TrimSpace(line)
+	who, src, _ := strings.Cut(strings.TrimSpace(line), " ")
+	return who, net.ParseIP(src)
 }
 
 func outcomeOf(err error) string {

@@ -56,13 +56,21 @@ func cleanupNamespaces() {
 }
 
 // ipvsOnKernel gives a scenario that talks to the node as a client a
-// client and backends around it (netns.OpenTopology).
-var ipvsOnKernel = ipvsmode.OnKernelWithClient(netns.OpenDataplane, func() (ipvs.Dataplane, ipvsmode.Client, func() error, error) {
+// client and backends around it (netns.OpenTopology), and one with
+// proxy.packetPath the whole packet path, pods around it, and its routes
+// measured with real connections (netns.IPVSPathNode).
+var ipvsOnKernel = ipvsmode.WithPacketPath(ipvsmode.OnKernelWithClient(netns.OpenDataplane, func() (ipvs.Dataplane, ipvsmode.Client, func() error, error) {
 	dp, topo, closeFn, err := netns.OpenTopology()
 	if err != nil {
 		return dp, nil, nil, err
 	}
 	return dp, topo, closeFn, nil
+}), func(nodeIPs []string) (ipvsmode.PathKernel, error) {
+	n, err := netns.OpenIPVSPathNode(nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
 })
 
 var nftablesOnKernel = nftablesmode.OnKernel(func(nodeIPs []string) (nftablesmode.Kernel, error) {

@@ -58,7 +58,7 @@ func TestDoctorWithToolsHiddenFromPATH(t *testing.T) {
 		{"iptables-legacy", "sudo apt-get install iptables"},
 		{"nft", "sudo apt-get install nftables"},
 		{"qemu", "sudo apt-get install qemu-system-x86"},
-		{"vm-tools", "sudo apt-get install cpio kmod apt dpkg busybox-static"},
+		{"vm-tools", "sudo apt-get install cpio kmod apt dpkg iptables ipset busybox-static"},
 		{"chromium", "sudo apt-get install chromium fonts-dejavu-core"},
 	} {
 		i := strings.Index(out, "MISSING  "+c.name+" ")

@@ -237,9 +237,11 @@ func (p Probes) qemu() Check {
 }
 
 // vmTools are the VM runner's other host tools, with their packages (see
-// netns/vm's CheckHost).
+// netns/vm's CheckHost), and the netfilter tools it copies into the guest
+// for the IPVS mode's packet path (iptables' legacy backend, ipset).
 var vmTools = []struct{ tool, pkg string }{
 	{"cpio", "cpio"}, {"depmod", "kmod"}, {"modprobe", "kmod"}, {"apt-get", "apt"}, {"dpkg-deb", "dpkg"},
+	{"xtables-legacy-multi", "iptables"}, {"ipset", "ipset"},
 }
 
 func (p Probes) vmTools() Check {
@@ -258,12 +260,12 @@ func (p Probes) vmTools() Check {
 		pkgs = append(pkgs, "busybox-static")
 	}
 	if len(missing) == 0 {
-		c.OK, c.Found = true, "cpio, kmod, apt, dpkg-deb, busybox"
+		c.OK, c.Found = true, "cpio, kmod, apt, dpkg-deb, iptables, ipset, busybox"
 		return c
 	}
 	c.Found = "missing " + strings.Join(missing, ", ")
 	c.Fix = "sudo apt-get install " + strings.Join(pkgs, " ")
-	c.Why = "the VM runner fetches the kernel package with apt and dpkg-deb and packs modules and busybox into an initramfs"
+	c.Why = "the VM runner fetches the kernel package with apt and dpkg-deb and packs modules, busybox, iptables and ipset into an initramfs"
 	return c
 }
 

@@ -65,7 +65,7 @@ func TestDiagnoseWithToolsHiddenFromPATH(t *testing.T) {
 		"iptables-legacy": "sudo apt-get install iptables",
 		"nft":             "sudo apt-get install nftables",
 		"qemu":            "sudo apt-get install qemu-system-x86",
-		"vm-tools":        "sudo apt-get install cpio kmod apt dpkg busybox-static",
+		"vm-tools":        "sudo apt-get install cpio kmod apt dpkg iptables ipset busybox-static",
 		"chromium":        "sudo apt-get install chromium fonts-dejavu-core",
 		"ip_vs":           "replay mode ipvs with --dataplane vm (this kernel has no /lib/modules/",
 		"root":            "sudo ",

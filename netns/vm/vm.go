@@ -4,7 +4,8 @@
 //
 // The kernel comes from Debian's archive (apt-get download, unpacked with
 // dpkg-deb, never installed), and is cached with the base initramfs (busybox,
-// the IPVS, conntrack, dummy and veth modules, /init); each run appends a
+// the IPVS, conntrack, dummy, veth, x_tables and ipset modules, the host's
+// iptables-legacy and ipset with their libraries, /init); each run appends a
 // small archive with the binary and the Files copied in. The binary's exit
 // code comes back through a marker line on the serial console.
 //
@@ -41,8 +42,29 @@ const (
 )
 
 // Modules loaded at boot, in dependency order (dummy without its default
-// dummy0).
-var modules = []string{"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "dummy", "veth"}
+// dummy0): IPVS and its schedulers, then what the ipsets and iptables rules
+// of kube-proxy's IPVS mode need through iptables' legacy backend (x_tables
+// matches and targets, ipset types), so that a guest can hold the whole
+// packet path of that mode.
+var modules = []string{"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "dummy", "veth",
+	"ip_tables", "iptable_filter", "iptable_nat", "xt_tcpudp", "xt_comment", "xt_mark", "xt_addrtype",
+	"xt_conntrack", "xt_MASQUERADE", "ipt_REJECT", "xt_ipvs", "xt_set", "ip_set_hash_ip",
+	"ip_set_hash_ipport", "ip_set_hash_ipportip", "ip_set_hash_ipportnet", "ip_set_bitmap_port"}
+
+// hostTools are the host's user-space tools copied into the guest at their
+// own paths, with the shared libraries they load (iptables' extensions
+// folder whole): iptables' legacy multi-binary and ipset, which program
+// that packet path. They come from Debian's iptables and ipset packages
+// (netns/vm/deps.sh installs them).
+var hostTools = []string{"/usr/sbin/xtables-legacy-multi", "/usr/sbin/ipset"}
+
+// hostToolFiles are what those tools read besides libraries: protocol
+// and service names, and iptables' extensions.
+var hostToolFiles = []string{"/etc/protocols", "/etc/services", "/usr/lib/x86_64-linux-gnu/xtables"}
+
+// baseName names the cached base initramfs; a new name when what the base
+// holds changes, so that caches built before are not reused.
+const baseName = "base-netfilter.cpio.gz"
 
 // Config tunes a run.
 type Config struct {
@@ -485,6 +507,7 @@ mount -t tmpfs run /run
 ln -s /run /var/run
 while read -r mod args; do insmod "$mod" $args; done < /modules.list
 ip link set lo up
+export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
 echo "PROXYSIM-KERNEL $(uname -r)"
 cd /
 set -- $(cat /args)
@@ -496,7 +519,7 @@ poweroff -f
 // ensureBase builds the cached base initramfs (busybox, /init, the modules
 // and their dependency files), staged in the folder stage.
 func ensureBase(k kernel, stage string) (string, error) {
-	out := filepath.Join(k.dir, "base.cpio.gz")
+	out := filepath.Join(k.dir, baseName)
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -529,6 +552,9 @@ func ensureBase(k kernel, stage string) (string, error) {
 		}
 	}
 	files := map[string]string{"bin/busybox": "/bin/busybox"}
+	if err := addHostTools(files); err != nil {
+		return "", err
+	}
 	data := map[string]string{"init": initScript, "modules.list": list.String()}
 	arch, err := archive(stage, files, data)
 	if err != nil {
@@ -538,6 +564,47 @@ func ensureBase(k kernel, stage string) (string, error) {
 		return "", err
 	}
 	return out, nil
+}
+
+// addHostTools adds hostTools, hostToolFiles and every shared library
+// they load (as ldd resolves them on the host, at the same paths) to files
+// (guest path -> host file).
+func addHostTools(files map[string]string) error {
+	var elfs []string
+	for _, t := range hostTools {
+		if _, err := os.Stat(t); err != nil {
+			return fmt.Errorf("%s is missing on the host (Debian's packages iptables and ipset have it; run netns/vm/deps.sh)", t)
+		}
+		files[strings.TrimPrefix(t, "/")] = t
+		elfs = append(elfs, t)
+	}
+	for _, f := range hostToolFiles {
+		err := filepath.Walk(f, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return err
+			}
+			files[strings.TrimPrefix(p, "/")] = p
+			if strings.HasSuffix(p, ".so") {
+				elfs = append(elfs, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("copying %s into the guest: %w", f, err)
+		}
+	}
+	out, err := exec.Command("ldd", elfs...).Output()
+	if err != nil {
+		return fmt.Errorf("ldd %v: %w", hostTools, err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		for _, f := range strings.Fields(l) {
+			if strings.HasPrefix(f, "/") && !strings.HasSuffix(f, ":") {
+				files[strings.TrimPrefix(f, "/")] = f
+			}
+		}
+	}
+	return nil
 }
 
 // decompressedName drops .xz or .zst: modules are unpacked on the host.

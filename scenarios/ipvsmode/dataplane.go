@@ -39,6 +39,10 @@ type Dataplane struct {
 	arp            func(addr string) (bool, error)
 	arpSender      func(src string) (string, error)
 	pace           func()
+
+	// onKernel, on a kernel that holds the packet path
+	// (OnKernelPacketPath), checks each route with real connections.
+	onKernel *pathOnKernel
 }
 
 var _ scenarios.Dataplane = (*Dataplane)(nil)
@@ -100,14 +104,14 @@ func OnKernel(open func() (dp ipvs.Dataplane, close func() error, err error)) sc
 }
 
 // packetPathOn refuses packetPath on a dataplane without ipsets and
-// iptables (a real kernel's, for now), closing it: the rules would not be
-// written and every route would fail.
+// iptables (a kernel's IPVS alone, or the client topology), closing it:
+// the rules would not be written and every route would fail.
 func packetPathOn(set *Settings, dp ipvs.Dataplane, closeFn func() error) error {
 	if !set.PacketPath || (dp.IPSets != nil && dp.IPTables != nil) {
 		return nil
 	}
 	_ = closeFn()
-	return fmt.Errorf("proxy.packetPath: the ipsets and iptables rules are modelled on the fake dataplane only, not on kernel %s", dp.KernelVersion)
+	return fmt.Errorf("proxy.packetPath: this kernel dataplane (%s) writes no ipsets and iptables rules; a kernel holds the packet path only for a scenario without client steps (connect, send, arp: ipvsmode.WithPacketPath)", dp.KernelVersion)
 }
 
 func dataplaneOf(r *scenarios.Run) *Dataplane {

@@ -210,11 +210,17 @@ func (e *connectionsExpect) Check(r *scenarios.Run) {
 // routeExpectation is the `route` expectation (scenarios/routeexpect, the
 // same YAML in every mode with a tracer) over the IPVS mode's tracer:
 // shares per connection are exact (rr 1/n, wrr weight/sum, sh one server
-// per client), and it tells which leave masqueraded (`masqueraded`).
+// per client), and it tells which leave masqueraded (`masqueraded`). On a
+// kernel that holds the packet path, real connections must agree with
+// the tracer's answer, or the expectation fails with what they did.
 var routeExpectation = routeexpect.NewWithMasquerade(func(r *scenarios.Run, pkt route.Packet) (route.Shares, route.Shares, error) {
 	d := dataplaneOf(r)
 	if d == nil {
 		return nil, nil, fmt.Errorf("the %s dataplane has no tracer", r.Dataplane().Name())
 	}
-	return d.RouteMasquerade(pkt)
+	sh, masq, err := d.RouteMasquerade(pkt)
+	if err == nil && d.onKernel != nil {
+		err = d.onKernel.check(pkt, sh, masq)
+	}
+	return sh, masq, err
 }, nil)

@@ -110,8 +110,8 @@ func TestRouteMasqueradedIsChecked(t *testing.T) {
 	}
 }
 
-// packetPath on a dataplane without ipsets and iptables (a real kernel's,
-// for now) is refused when the replay opens it, and the dataplane closed.
+// packetPath on a dataplane without ipsets and iptables (a kernel's IPVS
+// alone) is refused when the replay opens it, and the dataplane closed.
 func TestPacketPathNeedsRulesOnTheDataplane(t *testing.T) {
 	s, err := parse(t, "name: x\nproxy: {version: v1.36.0, packetPath: true}\ntimeline: [{at: 1s, note: n}]\n")
 	if err != nil {
@@ -123,7 +123,7 @@ func TestPacketPathNeedsRulesOnTheDataplane(t *testing.T) {
 		return dp, func() error { closed++; return nil }, nil
 	})
 	_, err = scenarios.Replay(s, scenarios.Options{Dataplane: factory})
-	if err == nil || !strings.Contains(err.Error(), "modelled on the fake dataplane only") || closed != 1 {
+	if err == nil || !strings.Contains(err.Error(), "writes no ipsets and iptables rules") || closed != 1 {
 		t.Fatalf("got %v, closed %d", err, closed)
 	}
 }
