@@ -72,12 +72,37 @@ func (e *Exact) atMost(k uint64) int64 {
 
 // rank is the smallest key with at least r keys at or below it (r ≥ 1,
 // r ≤ Len).
-func (e *Exact) rank(r int64) uint64 {
-	e.sortAll()
+func (e *Exact) rank(r int64) uint64 { return exactSet{e}.rank(r) }
+
+// exactSet is the union of several Exacts (of the same kind of value),
+// queried without copying them together.
+type exactSet []*Exact
+
+func (s exactSet) len() int64 {
+	var n int64
+	for _, e := range s {
+		n += e.n
+	}
+	return n
+}
+
+func (s exactSet) atMost(k uint64) int64 {
+	var n int64
+	for _, e := range s {
+		e.sortAll()
+		n += e.atMost(k)
+	}
+	return n
+}
+
+func (s exactSet) rank(r int64) uint64 {
+	for _, e := range s {
+		e.sortAll()
+	}
 	lo, hi := uint64(0), uint64(math.MaxUint64) // the answer is in [lo, hi]
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		if e.atMost(mid) >= r {
+		if s.atMost(mid) >= r {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -132,3 +157,16 @@ func (e *Exact) AddDuration(d time.Duration) { e.add(uint64(d) ^ 1<<63) }
 
 // Duration is Seconds for values added with AddDuration.
 func (e *Exact) Duration(r int64) time.Duration { return time.Duration(e.rank(r) ^ 1<<63) }
+
+// DurationQuantile is the smallest duration (added with AddDuration to
+// any of the sets) with at least q of them at or below it, and how many
+// there are (0 and 0 for none).
+func DurationQuantile(q float64, sets ...*Exact) (time.Duration, int64) {
+	s := exactSet(sets)
+	n := s.len()
+	if n == 0 {
+		return 0, 0
+	}
+	r := min(max(int64(math.Ceil(q*float64(n))), 1), n)
+	return time.Duration(s.rank(r) ^ 1<<63), n
+}

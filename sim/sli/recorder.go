@@ -45,6 +45,9 @@ func (r *Recorder) Config() Config { return r.cfg }
 // Phase is when in each scrape interval the node is scraped.
 func (r *Recorder) Phase() time.Duration { return r.phase }
 
+// Truth is where its values go (nil: nowhere).
+func (r *Recorder) Truth() *Exact { return r.truth }
+
 // Samples counts the observations.
 func (r *Recorder) Samples() int64 { return r.n }
 

@@ -109,8 +109,10 @@ type Aggregate struct {
 	sums    [][]*big.Float
 	present []bool
 	nodes   int
-	// truth holds every observation, for the exact quantiles.
+	// truth holds every observation, for the exact quantiles: those
+	// added here, and those recorders kept (Truth).
 	truth *Exact
+	kept  exactSet
 	term  big.Float // scratch for one rate
 }
 
@@ -191,8 +193,9 @@ func (a *Aggregate) AddRecorded(name string, rec *Recorder) error {
 	return nil
 }
 
-// Truth adds the values recorders put in e to the exact quantiles.
-func (a *Aggregate) Truth(e *Exact) { a.truth.Merge(e) }
+// Truth adds the values recorders put in e to the exact quantiles,
+// without copying them: e is read when the result is.
+func (a *Aggregate) Truth(e *Exact) { a.kept = append(a.kept, e) }
 
 // addScrapes adds one node's rates at every evaluation.
 func (a *Aggregate) addScrapes(scrapes []scrape) {
@@ -269,6 +272,7 @@ func (a *Aggregate) Merge(o *Aggregate) error {
 	}
 	a.nodes += o.nodes
 	a.truth.Merge(o.truth)
+	a.kept = append(a.kept, o.kept...)
 	for e := range a.evals {
 		a.present[e] = a.present[e] || o.present[e]
 		for b, s := range o.sums[e] {
@@ -345,23 +349,25 @@ func (a *Aggregate) Result() Result {
 	sortNaNFirst(over)
 	res.Perc50, res.Perc90, res.Perc99 = over[0], over[1], over[2]
 
-	res.Samples = a.truth.Len()
+	all := append(exactSet{a.truth}, a.kept...)
+	res.Samples = all.len()
 	res.Pooled = make([]int64, nb)
+	nan := all.atMost(secondsKey(math.NaN()))
 	for b, ub := range a.cfg.Buckets {
-		res.Pooled[b] = a.truth.AtMostSeconds(ub)
+		res.Pooled[b] = all.atMost(secondsKey(ub)) - nan
 	}
 	res.Pooled[nb-1] = res.Samples
-	res.True50, res.True90, res.True99 = a.exact(0.5, res.Samples), a.exact(0.9, res.Samples), a.exact(0.99, res.Samples)
+	res.True50, res.True90, res.True99 = exact(all, 0.5, res.Samples), exact(all, 0.9, res.Samples), exact(all, 0.99, res.Samples)
 	return res
 }
 
 // exact is the smallest observed value with at least q of the samples at
 // or below it.
-func (a *Aggregate) exact(q float64, total int64) float64 {
+func exact(all exactSet, q float64, total int64) float64 {
 	if total == 0 {
 		return math.NaN()
 	}
-	return a.truth.Seconds(max(int64(math.Ceil(q*float64(total))), 1))
+	return secondsOf(all.rank(max(int64(math.Ceil(q*float64(total))), 1)))
 }
 
 type bucket struct{ upper, count float64 }
