@@ -2,15 +2,16 @@ package sli
 
 import (
 	"slices"
+	"sort"
 	"time"
 )
 
 // Recorder is one kube-proxy's histogram as Prometheus scrapes it, fed as
-// the run goes: each observation is folded into the bucket counters and
-// each scrape instant keeps the counters once, so a node keeps one
-// vector per scrape rather than every observation (a node observing 20
-// samples a second keeps 1,200 times less). Its values go to an Exact
-// shared by every node, for the exact quantiles.
+// the run goes: each observation is counted in its bucket and each scrape
+// instant keeps only what changed since the one before (a few buckets'
+// increments), so a node keeps about a hundred bytes per scrape rather
+// than every observation, or every bucket's count. Its values go to an
+// Exact shared by every node, for the exact quantiles.
 //
 // Observe and Restart must come in time order. Observations at the
 // instant of a restart count after it, whichever came first (Aggregate.Add
@@ -21,22 +22,36 @@ type Recorder struct {
 	phase time.Duration
 	truth *Exact
 
-	counts []float64
-	exists bool
-	next   time.Duration // the next scrape instant not yet taken
+	// inc counts the observations since the last scrape by bucket (not
+	// cumulative; the last is above every bound), touched lists the
+	// buckets counted, reset says the counters restarted since.
+	inc     []uint32
+	touched []uint32
+	reset   bool
+	exists  bool
+	next    time.Duration // the next scrape instant not yet taken
 	// now are the values observed at the latest instant, at.
 	at  time.Duration
 	now []float64
 
-	scrapes []scrape
+	scrapes []increment
+	deltas  []uint32 // bucket, count pairs of every increment in turn
 	n       int64
+}
+
+// increment is one scrape as what changed since the one before: the
+// bucket counts deltas[from:to] (pairs), after a restart if reset.
+type increment struct {
+	at       time.Duration
+	from, to int32
+	reset    bool
 }
 
 // NewRecorder starts a node's recorder, scraped at phase in every
 // interval, its values added to truth (nil: not kept).
 func NewRecorder(cfg Config, phase time.Duration, truth *Exact) *Recorder {
 	cfg = cfg.withDefaults()
-	return &Recorder{cfg: cfg, phase: phase, truth: truth, next: phase, counts: make([]float64, len(cfg.Buckets)+1)}
+	return &Recorder{cfg: cfg, phase: phase, truth: truth, next: phase, inc: make([]uint32, len(cfg.Buckets)+1)}
 }
 
 // Config is the recorder's configuration, defaults applied.
@@ -57,23 +72,30 @@ func (r *Recorder) scrapeBefore(t time.Duration) {
 		if !r.exists {
 			continue
 		}
-		// Unchanged counters share the previous scrape's vector.
-		if k := len(r.scrapes); k > 0 && slices.Equal(r.scrapes[k-1].counts, r.counts) {
-			r.scrapes = append(r.scrapes, scrape{at: r.next, t: r.next.Milliseconds(), counts: r.scrapes[k-1].counts})
-			continue
+		from := int32(len(r.deltas))
+		slices.Sort(r.touched)
+		for _, b := range r.touched {
+			r.deltas = append(r.deltas, b, r.inc[b])
+			r.inc[b] = 0
 		}
-		r.scrapes = append(r.scrapes, scrape{at: r.next, t: r.next.Milliseconds(), counts: slices.Clone(r.counts)})
+		r.touched = r.touched[:0]
+		r.scrapes = append(r.scrapes, increment{at: r.next, from: from, to: int32(len(r.deltas)), reset: r.reset})
+		r.reset = false
 	}
 }
 
+// bucket is the first bucket whose bound v is at or below (the last, +Inf,
+// for none).
+func (r *Recorder) bucket(v float64) uint32 {
+	return uint32(sort.SearchFloat64s(r.cfg.Buckets, v))
+}
+
 func (r *Recorder) count(v float64) {
-	nb := len(r.counts)
-	for b, ub := range r.cfg.Buckets {
-		if v <= ub {
-			r.counts[b]++
-		}
+	b := r.bucket(v)
+	if r.inc[b] == 0 {
+		r.touched = append(r.touched, b)
 	}
-	r.counts[nb-1]++
+	r.inc[b]++
 	r.exists = true
 }
 
@@ -95,8 +117,11 @@ func (r *Recorder) Observe(at time.Duration, v float64) {
 // series is absent until the next observation.
 func (r *Recorder) Restart(at time.Duration) {
 	r.scrapeBefore(at)
-	clear(r.counts)
-	r.exists = false
+	for _, b := range r.touched {
+		r.inc[b] = 0
+	}
+	r.touched = r.touched[:0]
+	r.reset, r.exists = true, false
 	if at == r.at {
 		for _, v := range r.now {
 			r.count(v)
@@ -104,19 +129,43 @@ func (r *Recorder) Restart(at time.Duration) {
 	}
 }
 
-// scrapesUntil lists the scrapes up to end without changing the recorder:
-// those taken, and those due by end with the counters as they are.
+// scrapesUntil lists the scrapes up to end, each bucket's cumulative
+// count, without changing the recorder: those taken, and those due by end
+// with the counters as they are.
 func (r *Recorder) scrapesUntil(end time.Duration) []scrape {
-	out := r.scrapes
-	if k := len(out); k > 0 && out[k-1].at > end {
-		i, _ := slices.BinarySearchFunc(out, end, func(s scrape, t time.Duration) int { return cmpDur(s.at, t+1) })
-		return out[:i]
+	nb := len(r.inc)
+	per := make([]float64, nb) // by bucket, not cumulative
+	var out []scrape
+	emit := func(at time.Duration) {
+		c := make([]float64, nb)
+		var sum float64
+		for b := range nb {
+			sum += per[b]
+			c[b] = sum
+		}
+		out = append(out, scrape{at: at, t: at.Milliseconds(), counts: c})
+	}
+	for _, s := range r.scrapes {
+		if s.at > end {
+			return out
+		}
+		if s.reset {
+			clear(per)
+		}
+		for i := s.from; i < s.to; i += 2 {
+			per[r.deltas[i]] += float64(r.deltas[i+1])
+		}
+		emit(s.at)
 	}
 	if r.exists && r.next <= end {
-		out = out[:len(out):len(out)]
-		counts := slices.Clone(r.counts)
+		if r.reset {
+			clear(per)
+		}
+		for _, b := range r.touched {
+			per[b] += float64(r.inc[b])
+		}
 		for t := r.next; t <= end; t += r.cfg.ScrapeInterval {
-			out = append(out, scrape{at: t, t: t.Milliseconds(), counts: counts})
+			emit(t)
 		}
 	}
 	return out

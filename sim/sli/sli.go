@@ -49,8 +49,9 @@ type Config struct {
 	RateWindow time.Duration
 	// Nodes is the cluster's size, for the default scrape interval.
 	Nodes int
-	// Buckets are the histogram's finite upper bounds; nil means
-	// kube-proxy's (kpmetrics.ProgrammingBuckets).
+	// Buckets are the histogram's finite upper bounds, increasing (as
+	// Prometheus has them; others are sorted); nil means kube-proxy's
+	// (kpmetrics.ProgrammingBuckets).
 	Buckets []float64
 }
 
@@ -73,6 +74,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Buckets == nil {
 		c.Buckets = kpmetrics.ProgrammingBuckets
+	}
+	if !slices.IsSorted(c.Buckets) {
+		c.Buckets = slices.Clone(c.Buckets)
+		slices.Sort(c.Buckets)
 	}
 	return c
 }
