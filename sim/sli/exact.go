@@ -12,15 +12,42 @@ import (
 // by value costs more than keeping them. Values are kept as keys that sort
 // as the values do, in chunks sorted when asked, and an order statistic is
 // found by searching the key space with counts from every chunk.
+//
+// A value equal to the one added just before it is only counted, in a
+// run: a node programs a batch of pod changes made at one instant in one
+// sync, all with the same latency.
 type Exact struct {
 	chunks [][]uint64
 	sorted int // chunks[:sorted] are sorted
 	n      int64
+	last   uint64
+	// runs count the repeats of a value just added, by key; sorted by key
+	// with cumulative counts in runsAtMost when runsSorted.
+	runs       []run
+	runsAtMost []int64
+	runsSorted bool
+}
+
+type run struct {
+	key   uint64
+	count int64
 }
 
 const chunkLen = 1 << 20
 
 func (e *Exact) add(k uint64) {
+	if e.n > 0 && k == e.last {
+		if i := len(e.runs) - 1; i >= 0 && !e.runsSorted && e.runs[i].key == k {
+			e.runs[i].count++
+		} else {
+			e.runs = append(e.runs, run{k, 1})
+			e.runsSorted = false
+		}
+		e.n++
+		return
+	}
+	e.last = k
+	e.runsSorted = false
 	if len(e.chunks) == 0 || len(e.chunks[len(e.chunks)-1]) == chunkLen {
 		if len(e.chunks) > 0 {
 			// Full: sort it now, as it will be.
@@ -48,6 +75,11 @@ func (e *Exact) Merge(o *Exact) {
 			e.add(k)
 		}
 	}
+	for _, r := range o.runs {
+		for range r.count {
+			e.add(r.key) // each is its own run's repeat here too
+		}
+	}
 }
 
 func (e *Exact) sortAll() {
@@ -55,9 +87,37 @@ func (e *Exact) sortAll() {
 		slices.Sort(e.chunks[i])
 	}
 	e.sorted = len(e.chunks)
+	if !e.runsSorted {
+		slices.SortFunc(e.runs, func(a, b run) int {
+			switch {
+			case a.key < b.key:
+				return -1
+			case a.key > b.key:
+				return 1
+			}
+			return 0
+		})
+		// Same keys merged, so that a run at the end can grow again.
+		merged := e.runs[:0]
+		for _, r := range e.runs {
+			if k := len(merged); k > 0 && merged[k-1].key == r.key {
+				merged[k-1].count += r.count
+				continue
+			}
+			merged = append(merged, r)
+		}
+		e.runs = merged
+		e.runsAtMost = e.runsAtMost[:0]
+		var sum int64
+		for _, r := range e.runs {
+			sum += r.count
+			e.runsAtMost = append(e.runsAtMost, sum)
+		}
+		e.runsSorted = true
+	}
 }
 
-// atMost counts the keys at or below k.
+// atMost counts the keys at or below k (sorted first).
 func (e *Exact) atMost(k uint64) int64 {
 	var n int64
 	for _, c := range e.chunks {
@@ -66,6 +126,21 @@ func (e *Exact) atMost(k uint64) int64 {
 			i++
 		}
 		n += int64(i)
+	}
+	i, found := slices.BinarySearchFunc(e.runs, k, func(r run, k uint64) int {
+		switch {
+		case r.key < k:
+			return -1
+		case r.key > k:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		i++
+	}
+	if i > 0 {
+		n += e.runsAtMost[i-1]
 	}
 	return n
 }

@@ -173,8 +173,17 @@ func TestExactIsTheSortedOrder(t *testing.T) {
 		case 1:
 			v = math.Copysign(0, -1)
 		}
-		e.AddSeconds(v)
-		all = append(all, v)
+		reps := 1
+		if i%50 == 0 {
+			reps = 1 + i%7 // runs of one value, as a sync's batch of pod changes gives
+		}
+		for range reps {
+			e.AddSeconds(v)
+			all = append(all, v)
+		}
+		if i == chunkLen/2 {
+			e.Seconds(1) // a query halfway: runs and chunks sorted, then more added
+		}
 	}
 	sortNaNFirst(all)
 	for _, r := range []int64{1, 2, 500, int64(len(all)) / 2, int64(len(all)) - 1, int64(len(all))} {
@@ -195,7 +204,7 @@ func TestExactIsTheSortedOrder(t *testing.T) {
 		}
 	}
 	var d Exact
-	ds := []time.Duration{5, -3, 7, 5, 0, 1 << 40}
+	ds := []time.Duration{5, -3, 7, 5, 5, 5, 0, 0, 1 << 40, 7, 7}
 	for _, v := range ds {
 		d.AddDuration(v)
 	}
