@@ -2,12 +2,16 @@ package scenarios
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/sli"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -185,4 +189,51 @@ func firstDiff(a, b []sim.ProgrammingSample) string {
 		}
 	}
 	return "one is a prefix of the other"
+}
+
+// Light nodes fold their samples into their SLI scrapes as they come and
+// keep no samples (unless asked); the SLI and the pod latencies must be
+// what every node's kept samples give (a restarted light node included).
+func TestClusterSLIRecordedIsKept(t *testing.T) {
+	s, err := Parse("equivalence.yaml", []byte(equivalenceScenario("iptables", "false")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Replay(s, Options{KeepNodes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Cluster
+	agg := sli.New(sli.Config{Nodes: len(c.Nodes)}, s.Length())
+	var pods []time.Duration
+	restarted := 0
+	for i, nr := range c.Nodes {
+		obs := make([]sli.Observation, 0, len(nr.Programming))
+		for _, p := range nr.Programming {
+			obs = append(obs, sli.Observation{At: p.At, Seconds: p.Value.Seconds()})
+		}
+		if len(obs) == 0 {
+			t.Fatalf("node %s kept no samples", nr.Name)
+		}
+		if i > 0 && len(nr.Restarts) > 0 {
+			restarted++
+		}
+		phase := scrapePhase(s, i, agg.Config().ScrapeInterval)
+		if err := agg.Add(sli.Node{Name: nr.Name, Phase: phase, Observations: obs, Restarts: nr.Restarts}); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, nr.PodLatencies...)
+	}
+	if restarted == 0 {
+		t.Fatal("no light node restarted: the case is not covered")
+	}
+	if got, want := fmt.Sprintf("%#v", c.SLI), fmt.Sprintf("%#v", agg.Result()); got != want {
+		t.Errorf("recorded SLI differs from the kept samples':\n got %s\nwant %s", got, want)
+	}
+	slices.Sort(pods)
+	q := func(f float64) time.Duration { return pods[max(int(math.Ceil(f*float64(len(pods)))), 1)-1] }
+	if c.PodChanges != len(pods) || c.Pod50 != q(0.5) || c.Pod90 != q(0.9) || c.Pod99 != q(0.99) || c.PodMax != pods[len(pods)-1] {
+		t.Errorf("pod latency %d changes, %v %v %v %v; kept: %d, %v %v %v %v", c.PodChanges, c.Pod50, c.Pod90, c.Pod99, c.PodMax,
+			len(pods), q(0.5), q(0.9), q(0.99), pods[len(pods)-1])
+	}
 }

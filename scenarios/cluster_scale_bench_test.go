@@ -13,13 +13,18 @@ import (
 )
 
 // loadScenario is a cluster of nodes in two pools (10% on another
-// minSyncPeriod) with services generated Services of 3 to 8 pods each, the
+// minSyncPeriod) with services generated Services of 3 to 8 pods each
+// (PROXYSIM_BENCH_PODS each if set), the
 // EndpointSlice controller, and pod readiness flips at rate changes per
 // second for length: a stand-in for ClusterLoader2's load test until the
 // churn generators exist.
 func loadScenario(mode string, nodes, services int, rate float64, length time.Duration) string {
 	var b strings.Builder
 	canary := max(nodes/10, 1)
+	perService := "{3: 50%, 8: 50%}"
+	if n := benchEnv("PROXYSIM_BENCH_PODS", 0); n > 0 {
+		perService = fmt.Sprintf("{%d: 100%%}", n)
+	}
 	fmt.Fprintf(&b, `name: cluster-load-%s-%d
 proxy: {mode: %s, version: v1.36.0, minSyncPeriod: 1s, syncPeriod: 30s, syncCost: {fixed: 200ms, perEndpoint: 20us}}
 controllers:
@@ -32,10 +37,10 @@ cluster:
   generate:
     seed: 2
     services: %d
-    endpointsPerService: {3: 50%%, 8: 50%%}
+    endpointsPerService: %s
     pods: true
 timeline:
-`, mode, nodes, mode, nodes-canary, canary, services)
+`, mode, nodes, mode, nodes-canary, canary, services, perService)
 	r := rand.New(rand.NewPCG(5, 6))
 	flipped := map[string]bool{}
 	every := time.Duration(float64(time.Second) / rate)
@@ -55,11 +60,14 @@ func benchEnv(name string, def int) int {
 	return def
 }
 
-// BenchmarkClusterHour replays one virtual hour of a 100-node cluster
-// (PROXYSIM_BENCH_NODES) with 1,000 Services (PROXYSIM_BENCH_CLUSTER_SERVICES)
-// and 2 pod readiness changes per second (PROXYSIM_BENCH_RATE), in
-// iptables and nftables mode; it reports how many times faster than real
-// time the replay ran (x-realtime, load included) and the SLI.
+// BenchmarkClusterHour replays one virtual hour (PROXYSIM_BENCH_MINUTES) of
+// a 100-node cluster (PROXYSIM_BENCH_NODES) with 1,000 Services
+// (PROXYSIM_BENCH_CLUSTER_SERVICES) and 2 pod readiness changes per second
+// (PROXYSIM_BENCH_RATE), in iptables and nftables mode; it reports how
+// many times faster than real time the replay ran (x-realtime, load
+// included; x-cputime, in the process's CPU time), the SLI, and the
+// process's peak RSS so far (peak-rss-MiB: run one mode per process, as
+// `make cluster-5000` does, to have each mode's own).
 func BenchmarkClusterHour(b *testing.B) {
 	nodes := benchEnv("PROXYSIM_BENCH_NODES", 100)
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
@@ -90,6 +98,7 @@ func BenchmarkClusterHour(b *testing.B) {
 				c := res.Cluster
 				b.ReportMetric(float64(c.SLI.Samples), "samples")
 				b.ReportMetric(c.SLI.Perc99, "sli-p99-s")
+				b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 			}
 		})
 	}
@@ -130,6 +139,15 @@ func BenchmarkClusterNodeMemory(b *testing.B) {
 		many := heap(nodes)
 		b.ReportMetric(float64(int64(many)-int64(one))/float64(nodes-2), "bytes/node")
 	}
+}
+
+// peakRSS is the largest resident set this process has had, in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // kilobytes on Linux
 }
 
 // cpuTime is the CPU time this process has used (user and system).

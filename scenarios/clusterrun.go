@@ -59,11 +59,18 @@ func (r *replayer) addNodes(clk *vclock.Clock) error {
 		return nil
 	}
 	r.nodeDPs = map[string]Dataplane{}
-	for _, n := range nodes[1:] {
+	// Light nodes fold their samples into their SLI scrapes as they come,
+	// their values into one exact set.
+	cfg := sli.Config{Nodes: len(nodes)}
+	truth := &sli.Exact{}
+	for i, n := range nodes[1:] {
 		rc := RunnerConfig(n.Proxy)
 		spec := sim.NodeSpec{Name: n.Name, Zone: n.Proxy.Zone, Runner: rc, Cost: n.Proxy.SyncCost.Model(),
 			WatchDelay: n.WatchDelay, Keep: r.opts.KeepNodes,
 			Endpoints: proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: rc.Generation == runner.Burst}}
+		if !n.Materialize {
+			spec.SLI = sli.NewRecorder(cfg, scrapePhase(r.s, i+1, sli.ScrapeIntervalFor(len(nodes))), truth)
+		}
 		if n.Materialize {
 			ns, err := r.s.NodeScenario(n.Name)
 			if err != nil {
@@ -93,19 +100,34 @@ func (r *replayer) closeNodes() {
 	}
 }
 
-// clusterSLI pools every node's samples up to the instant end.
-func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error) {
-	cfg := sli.Config{Nodes: len(s.nodes)}
-	agg := sli.New(cfg, end)
-	interval := agg.Config().ScrapeInterval
+// scrapePhase is when in each scrape interval Prometheus scrapes the
+// scenario's node i, seeded.
+func scrapePhase(s *Scenario, i int, interval time.Duration) time.Duration {
 	var seed uint64
 	if s.Cluster != nil && s.Cluster.Seed != nil {
 		seed = uint64(*s.Cluster.Seed)
 	}
+	return time.Duration(math.Floor(float64(interval) * uniform(seed, i, 3)))
+}
+
+// clusterSLI pools every node's samples up to the instant end: light
+// nodes' as they recorded them, the others' kept ones.
+func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error) {
+	cfg := sli.Config{Nodes: len(s.nodes)}
+	agg := sli.New(cfg, end)
+	interval := agg.Config().ScrapeInterval
+	var truth *sli.Exact
 	for i, n := range s.nodes {
 		samples, restarts := w.Observations(), w.Restarts()
 		if i > 0 {
 			node, _ := w.Node(n.Name)
+			if rec := node.Spec().SLI; rec != nil && !node.Materialised() {
+				if err := agg.AddRecorded(n.Name, rec); err != nil {
+					return sli.Result{}, err
+				}
+				truth = rec.Truth()
+				continue
+			}
 			samples, restarts = node.Observations(), node.Restarts()
 		}
 		obs := make([]sli.Observation, 0, len(samples))
@@ -115,10 +137,12 @@ func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error
 			}
 			obs = append(obs, sli.Observation{At: p.At, Seconds: p.Value.Seconds()})
 		}
-		phase := time.Duration(math.Floor(float64(interval) * uniform(seed, i, 3)))
-		if err := agg.Add(sli.Node{Name: n.Name, Phase: phase, Observations: obs, Restarts: restarts}); err != nil {
+		if err := agg.Add(sli.Node{Name: n.Name, Phase: scrapePhase(s, i, interval), Observations: obs, Restarts: restarts}); err != nil {
 			return sli.Result{}, err
 		}
+	}
+	if truth != nil {
+		agg.Truth(truth)
 	}
 	return agg.Result(), nil
 }
@@ -157,46 +181,13 @@ func (r *replayer) clusterResult() (*ClusterResult, error) {
 		}
 		out.Nodes = append(out.Nodes, nr)
 	}
-	pods := newCounted(w.PodLatencyCounts())
-	out.PodChanges = int(pods.total)
-	out.Pod50, out.Pod90, out.Pod99, out.PodMax = pods.quantile(0.5), pods.quantile(0.9), pods.quantile(0.99), pods.quantile(1)
+	var total int64
+	out.Pod50, total = w.PodLatencyQuantile(0.5)
+	out.Pod90, _ = w.PodLatencyQuantile(0.9)
+	out.Pod99, _ = w.PodLatencyQuantile(0.99)
+	out.PodMax, _ = w.PodLatencyQuantile(1)
+	out.PodChanges = int(total)
 	return out, nil
-}
-
-// counted is a distribution of durations counted by value, sorted.
-type counted struct {
-	values []time.Duration
-	counts []int64
-	total  int64
-}
-
-func newCounted(m map[time.Duration]int64) counted {
-	var c counted
-	for v := range m {
-		c.values = append(c.values, v)
-	}
-	slices.Sort(c.values)
-	for _, v := range c.values {
-		c.counts = append(c.counts, m[v])
-		c.total += m[v]
-	}
-	return c
-}
-
-// quantile is the smallest value with at least q of the values at or
-// below it (0 for none).
-func (c counted) quantile(q float64) time.Duration {
-	if c.total == 0 {
-		return 0
-	}
-	rank := max(int64(math.Ceil(q*float64(c.total))), 1)
-	var seen int64
-	for i, k := range c.counts {
-		if seen += k; seen >= rank {
-			return c.values[i]
-		}
-	}
-	return c.values[len(c.values)-1]
 }
 
 // reportCluster writes the cluster's figures under a replay's line.
@@ -408,10 +399,11 @@ func (e *clusterExpect) Check(r *Run) {
 		checkQuantiles(r, "cluster.exactLatency", c.ExactLatency, [3]float64{res.True50, res.True90, res.True99})
 	}
 	if c.PodLatency != nil {
-		pods := newCounted(w.PodLatencyCounts())
 		q := [3]float64{math.NaN(), math.NaN(), math.NaN()}
-		if pods.total > 0 {
-			q = [3]float64{pods.quantile(0.5).Seconds(), pods.quantile(0.9).Seconds(), pods.quantile(0.99).Seconds()}
+		if p50, total := w.PodLatencyQuantile(0.5); total > 0 {
+			p90, _ := w.PodLatencyQuantile(0.9)
+			p99, _ := w.PodLatencyQuantile(0.99)
+			q = [3]float64{p50.Seconds(), p90.Seconds(), p99.Seconds()}
 		}
 		checkQuantiles(r, "cluster.podLatency", c.PodLatency, q)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
+	"github.com/proxysim/proxysim/sim/sli"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -56,6 +57,11 @@ type NodeSpec struct {
 	// (Syncs, ProgrammingSamples, PodLatency) rather than counts alone. A
 	// materialised node keeps them all anyway.
 	Keep bool
+	// SLI, if set, is where a light node's network_programming_duration
+	// observations go as they happen (folded into its scrapes), instead of
+	// Observations keeping each: what lets thousands of nodes run for
+	// hours. A materialised node keeps its own.
+	SLI *sli.Recorder
 }
 
 // Node is one more node's kube-proxy in a world.
@@ -134,8 +140,9 @@ type cluster struct {
 	podBase int64
 	podSeq  int64
 	touched []string // pods whose view count the event being applied changed
-	// podCounts counts the light nodes' pod latencies by value.
-	podCounts map[time.Duration]int64
+	// podLat holds the light nodes' pod latencies (8 bytes each: nearly
+	// every one is distinct).
+	podLat sli.Exact
 }
 
 // streamEvent is one event the world's proxy heard, with what every node
@@ -177,8 +184,7 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 		return nil, fmt.Errorf("sim: node name %q empty or the world's own", spec.Name)
 	}
 	if w.cluster == nil {
-		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{},
-			podCounts: map[time.Duration]int64{}}
+		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{}}
 		w.cluster.ref = proxy.NewProxier(w.cfg.Family, "", "", refBackend{}, proxy.EndpointSliceTrackerOptions{})
 	}
 	c := w.cluster
@@ -270,7 +276,8 @@ func (n *Node) ProgrammingSamples() []ProgrammingSample {
 }
 
 // Observations lists the instants and values of the node's samples,
-// kept for every node: what the SLI pools.
+// kept for every node but a light one recording them (NodeSpec.SLI):
+// what the SLI pools.
 func (n *Node) Observations() []Observation {
 	if n.fw != nil {
 		return n.fw.Observations()
@@ -306,27 +313,25 @@ func (n *Node) PodLatencies() []time.Duration {
 	return n.podVals
 }
 
-// PodLatencyCounts counts the true pod latencies measured by the world's
-// proxy and every node, by value: the exact distribution over the cluster.
-func (w *World) PodLatencyCounts() map[time.Duration]int64 {
-	out := map[time.Duration]int64{}
+// PodLatencyQuantile is the exact q-quantile of the true pod latencies
+// measured by the world's proxy and every node (the smallest with at
+// least q of them at or below it), and how many there are.
+func (w *World) PodLatencyQuantile(q float64) (time.Duration, int64) {
+	var own sli.Exact
 	for _, d := range w.PodLatencies() {
-		out[d]++
+		own.AddDuration(d)
 	}
 	if w.cluster == nil {
-		return out
-	}
-	for d, k := range w.cluster.podCounts {
-		out[d] += k
+		return sli.DurationQuantile(q, &own)
 	}
 	for _, n := range w.cluster.nodes {
 		if n.fw != nil {
 			for _, d := range n.fw.PodLatencies() {
-				out[d]++
+				own.AddDuration(d)
 			}
 		}
 	}
-	return out
+	return sli.DurationQuantile(q, &own, &w.cluster.podLat)
 }
 
 // Restarts lists the instants the node's kube-proxy restarted.
@@ -379,6 +384,9 @@ func (n *Node) Restart() error {
 		return fmt.Errorf("node %s: the world has not started", n.spec.Name)
 	}
 	n.restarts = append(n.restarts, n.c.w.Now())
+	if n.spec.SLI != nil && n.fw == nil {
+		n.spec.SLI.Restart(n.c.w.Now())
+	}
 	if n.fw != nil {
 		fw := n.fw
 		fw.Trace.Add(trace.Event{Kind: trace.Note, Detail: "proxy restart"})
@@ -816,7 +824,11 @@ func (n *Node) syncFinished(err error) {
 				if n.spec.Keep {
 					n.samples = append(n.samples, ProgrammingSample{At: now, Service: k, Value: v})
 				}
-				n.obs = append(n.obs, Observation{At: now, Value: v})
+				if n.spec.SLI != nil {
+					n.spec.SLI.Observe(now, v.Seconds())
+				} else {
+					n.obs = append(n.obs, Observation{At: now, Value: v})
+				}
 				n.stats.Samples++
 				n.stats.Worst = max(n.stats.Worst, v)
 			}
@@ -834,7 +846,7 @@ func (n *Node) syncFinished(err error) {
 			continue
 		}
 		d := now - p.at
-		n.c.podCounts[d]++
+		n.c.podLat.AddDuration(d)
 		n.stats.WorstPod = max(n.stats.WorstPod, d)
 		if n.spec.Keep {
 			n.podVals = append(n.podVals, d)

@@ -49,8 +49,9 @@ type Config struct {
 	RateWindow time.Duration
 	// Nodes is the cluster's size, for the default scrape interval.
 	Nodes int
-	// Buckets are the histogram's finite upper bounds; nil means
-	// kube-proxy's (kpmetrics.ProgrammingBuckets).
+	// Buckets are the histogram's finite upper bounds, increasing (as
+	// Prometheus has them; others are sorted); nil means kube-proxy's
+	// (kpmetrics.ProgrammingBuckets).
 	Buckets []float64
 }
 
@@ -73,6 +74,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Buckets == nil {
 		c.Buckets = kpmetrics.ProgrammingBuckets
+	}
+	if !slices.IsSorted(c.Buckets) {
+		c.Buckets = slices.Clone(c.Buckets)
+		slices.Sort(c.Buckets)
 	}
 	return c
 }
@@ -109,8 +114,10 @@ type Aggregate struct {
 	sums    [][]*big.Float
 	present []bool
 	nodes   int
-	// truth counts every observation by value, exactly.
-	truth map[float64]int64
+	// truth holds every observation, for the exact quantiles: those
+	// added here, and those recorders kept (Truth).
+	truth *Exact
+	kept  exactSet
 	term  big.Float // scratch for one rate
 }
 
@@ -121,7 +128,7 @@ const accPrec = 2200
 // New starts an aggregate for a run of length end.
 func New(cfg Config, end time.Duration) *Aggregate {
 	cfg = cfg.withDefaults()
-	a := &Aggregate{cfg: cfg, end: end, truth: map[float64]int64{}}
+	a := &Aggregate{cfg: cfg, end: end, truth: &Exact{}}
 	for t := cfg.EvalInterval; t <= end; t += cfg.EvalInterval {
 		a.evals = append(a.evals, t)
 	}
@@ -146,6 +153,7 @@ func (a *Aggregate) sum(e, b int) *big.Float {
 // scrape is one sample of a node's cumulative bucket counts, at T
 // milliseconds (Prometheus keeps timestamps in ms).
 type scrape struct {
+	at     time.Duration
 	t      int64
 	counts []float64 // per bucket, +Inf last
 }
@@ -158,11 +166,45 @@ func (a *Aggregate) Add(n Node) error {
 	if n.Phase < 0 || n.Phase >= a.cfg.ScrapeInterval {
 		return fmt.Errorf("node %s: scrape phase %v outside [0, %v)", n.Name, n.Phase, a.cfg.ScrapeInterval)
 	}
-	a.nodes++
+	// The observations and restarts in time order, a restart before the
+	// observations of its instant.
+	rec := NewRecorder(a.cfg, n.Phase, a.truth)
+	r := 0
 	for _, o := range n.Observations {
-		a.truth[o.Seconds]++
+		for r < len(n.Restarts) && n.Restarts[r] <= o.At {
+			rec.Restart(n.Restarts[r])
+			r++
+		}
+		rec.Observe(o.At, o.Seconds)
 	}
-	scrapes := a.scrapes(n)
+	for ; r < len(n.Restarts); r++ {
+		rec.Restart(n.Restarts[r])
+	}
+	a.addScrapes(rec.scrapesUntil(a.end))
+	return nil
+}
+
+// AddRecorded adds a node recorded as the run went, up to the
+// aggregate's end; its values must be in the Exact given to Truth.
+func (a *Aggregate) AddRecorded(name string, rec *Recorder) error {
+	c := rec.Config()
+	if c.ScrapeInterval != a.cfg.ScrapeInterval || !slices.Equal(c.Buckets, a.cfg.Buckets) {
+		return fmt.Errorf("node %s: recorded with another scrape interval or buckets", name)
+	}
+	if rec.phase < 0 || rec.phase >= a.cfg.ScrapeInterval {
+		return fmt.Errorf("node %s: scrape phase %v outside [0, %v)", name, rec.phase, a.cfg.ScrapeInterval)
+	}
+	a.addScrapes(rec.scrapesUntil(a.end))
+	return nil
+}
+
+// Truth adds the values recorders put in e to the exact quantiles,
+// without copying them: e is read when the result is.
+func (a *Aggregate) Truth(e *Exact) { a.kept = append(a.kept, e) }
+
+// addScrapes adds one node's rates at every evaluation.
+func (a *Aggregate) addScrapes(scrapes []scrape) {
+	a.nodes++
 	lo := 0
 	for e, t := range a.evals {
 		tm := t.Milliseconds()
@@ -186,43 +228,6 @@ func (a *Aggregate) Add(n Node) error {
 			}
 		}
 	}
-	return nil
-}
-
-// scrapes lists a node's samples: one per scrape instant at which its
-// series exists (from its first observation after each start).
-func (a *Aggregate) scrapes(n Node) []scrape {
-	var out []scrape
-	nb := len(a.cfg.Buckets) + 1
-	counts := make([]float64, nb)
-	exists := false
-	i, r := 0, 0
-	for t := n.Phase; t <= a.end; t += a.cfg.ScrapeInterval {
-		for r < len(n.Restarts) && n.Restarts[r] <= t {
-			// Observations before the restart count before it.
-			for i < len(n.Observations) && n.Observations[i].At < n.Restarts[r] {
-				i++
-			}
-			clear(counts)
-			exists = false
-			r++
-		}
-		for i < len(n.Observations) && n.Observations[i].At <= t {
-			v := n.Observations[i].Seconds
-			for b, ub := range a.cfg.Buckets {
-				if v <= ub {
-					counts[b]++
-				}
-			}
-			counts[nb-1]++
-			exists = true
-			i++
-		}
-		if exists {
-			out = append(out, scrape{t: t.Milliseconds(), counts: slices.Clone(counts)})
-		}
-	}
-	return out
 }
 
 // rate is Prometheus v2.25's rate() of one bucket's counter over the
@@ -271,9 +276,8 @@ func (a *Aggregate) Merge(o *Aggregate) error {
 		return fmt.Errorf("cannot merge SLI aggregates of different runs or configurations")
 	}
 	a.nodes += o.nodes
-	for v, c := range o.truth {
-		a.truth[v] += c
-	}
+	a.truth.Merge(o.truth)
+	a.kept = append(a.kept, o.kept...)
 	for e := range a.evals {
 		a.present[e] = a.present[e] || o.present[e]
 		for b, s := range o.sums[e] {
@@ -350,41 +354,25 @@ func (a *Aggregate) Result() Result {
 	sortNaNFirst(over)
 	res.Perc50, res.Perc90, res.Perc99 = over[0], over[1], over[2]
 
-	values := make([]float64, 0, len(a.truth))
-	for v := range a.truth {
-		values = append(values, v)
-	}
-	sortNaNFirst(values)
+	all := append(exactSet{a.truth}, a.kept...)
+	res.Samples = all.len()
 	res.Pooled = make([]int64, nb)
-	for _, v := range values {
-		c := a.truth[v]
-		res.Samples += c
-		for b, ub := range a.cfg.Buckets {
-			if v <= ub {
-				res.Pooled[b] += c
-			}
-		}
-		res.Pooled[nb-1] += c
+	nan := all.atMost(secondsKey(math.NaN()))
+	for b, ub := range a.cfg.Buckets {
+		res.Pooled[b] = all.atMost(secondsKey(ub)) - nan
 	}
-	res.True50, res.True90, res.True99 = a.exact(values, 0.5, res.Samples), a.exact(values, 0.9, res.Samples), a.exact(values, 0.99, res.Samples)
+	res.Pooled[nb-1] = res.Samples
+	res.True50, res.True90, res.True99 = exact(all, 0.5, res.Samples), exact(all, 0.9, res.Samples), exact(all, 0.99, res.Samples)
 	return res
 }
 
 // exact is the smallest observed value with at least q of the samples at
 // or below it.
-func (a *Aggregate) exact(sorted []float64, q float64, total int64) float64 {
+func exact(all exactSet, q float64, total int64) float64 {
 	if total == 0 {
 		return math.NaN()
 	}
-	need := int64(math.Ceil(q * float64(total)))
-	var seen int64
-	for _, v := range sorted {
-		seen += a.truth[v]
-		if seen >= need {
-			return v
-		}
-	}
-	return sorted[len(sorted)-1]
+	return secondsOf(all.rank(max(int64(math.Ceil(q*float64(total))), 1)))
 }
 
 type bucket struct{ upper, count float64 }

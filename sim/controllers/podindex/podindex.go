@@ -13,20 +13,102 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Index holds Services by "namespace/name" and Pods by namespace, then
 // name. It is not safe for concurrent use; a world consumer's handlers
 // run one at a time.
+//
+// A selector matches a pod when every one of its pairs is among the pod's
+// labels (labels.SelectorFromSet's rule), so each question starts from the
+// candidates that share one pair and checks the rest: pods are indexed by
+// each label pair, Services by their selector's first pair (by key).
 type Index struct {
 	services map[string]*v1.Service
 	pods     map[string]map[string]*v1.Pod
+	// podsBy[ns][pair] are the pods of ns with that label pair, by name.
+	podsBy map[string]map[labelPair]map[string]*v1.Pod
+	// svcsBy[ns][pair] are the keys of the Services of ns whose
+	// selector's first pair it is; pair{} for an empty selector (which
+	// selects every pod).
+	svcsBy map[string]map[labelPair]map[string]bool
 }
+
+type labelPair struct{ key, value string }
 
 // New is an empty index.
 func New() *Index {
-	return &Index{services: map[string]*v1.Service{}, pods: map[string]map[string]*v1.Pod{}}
+	return &Index{services: map[string]*v1.Service{}, pods: map[string]map[string]*v1.Pod{},
+		podsBy: map[string]map[labelPair]map[string]*v1.Pod{}, svcsBy: map[string]map[labelPair]map[string]bool{}}
+}
+
+// firstPair is the selector's pair with the smallest key (pair{} when it
+// has none).
+func firstPair(sel map[string]string) labelPair {
+	var first labelPair
+	found := false
+	for k, v := range sel {
+		if !found || k < first.key {
+			first, found = labelPair{k, v}, true
+		}
+	}
+	return first
+}
+
+// selects is labels.SelectorFromSet(sel).Matches(lbls): every pair of sel
+// is among lbls.
+func selects(sel, lbls map[string]string) bool {
+	for k, v := range sel {
+		if got, ok := lbls[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (x *Index) indexService(k string, s *v1.Service, add bool) {
+	if s == nil || s.Spec.Selector == nil {
+		return
+	}
+	p := firstPair(s.Spec.Selector)
+	byPair := x.svcsBy[s.Namespace]
+	if byPair == nil {
+		byPair = map[labelPair]map[string]bool{}
+		x.svcsBy[s.Namespace] = byPair
+	}
+	if add {
+		if byPair[p] == nil {
+			byPair[p] = map[string]bool{}
+		}
+		byPair[p][k] = true
+		return
+	}
+	delete(byPair[p], k)
+	if len(byPair[p]) == 0 {
+		delete(byPair, p)
+	}
+}
+
+func (x *Index) indexPod(p *v1.Pod, add bool) {
+	byPair := x.podsBy[p.Namespace]
+	if byPair == nil {
+		byPair = map[labelPair]map[string]*v1.Pod{}
+		x.podsBy[p.Namespace] = byPair
+	}
+	for k, v := range p.Labels {
+		lp := labelPair{k, v}
+		if add {
+			if byPair[lp] == nil {
+				byPair[lp] = map[string]*v1.Pod{}
+			}
+			byPair[lp][p.Name] = p
+			continue
+		}
+		delete(byPair[lp], p.Name)
+		if len(byPair[lp]) == 0 {
+			delete(byPair, lp)
+		}
+	}
 }
 
 // Key is an object's "namespace/name".
@@ -35,13 +117,16 @@ func Key(ns, name string) string { return ns + "/" + name }
 // SetService records s (added or updated) and returns its key.
 func (x *Index) SetService(s *v1.Service) string {
 	k := Key(s.Namespace, s.Name)
+	x.indexService(k, x.services[k], false)
 	x.services[k] = s
+	x.indexService(k, s, true)
 	return k
 }
 
 // DeleteService forgets s and returns its key.
 func (x *Index) DeleteService(s *v1.Service) string {
 	k := Key(s.Namespace, s.Name)
+	x.indexService(k, x.services[k], false)
 	delete(x.services, k)
 	return k
 }
@@ -59,12 +144,19 @@ func (x *Index) SetPod(p *v1.Pod) {
 		m = map[string]*v1.Pod{}
 		x.pods[p.Namespace] = m
 	}
+	if old := m[p.Name]; old != nil {
+		x.indexPod(old, false)
+	}
 	m[p.Name] = p
+	x.indexPod(p, true)
 }
 
 // DeletePod forgets p.
 func (x *Index) DeletePod(p *v1.Pod) {
 	if m := x.pods[p.Namespace]; m != nil {
+		if old := m[p.Name]; old != nil {
+			x.indexPod(old, false)
+		}
 		delete(m, p.Name)
 	}
 }
@@ -72,13 +164,22 @@ func (x *Index) DeletePod(p *v1.Pod) {
 // ServicesFor lists, sorted, the keys of the Services in ns whose selector
 // matches lbls; a Service without a selector matches nothing.
 func (x *Index) ServicesFor(ns string, lbls map[string]string) []string {
+	byPair := x.svcsBy[ns]
+	if len(byPair) == 0 {
+		return nil
+	}
 	var out []string
-	for k, s := range x.services {
-		if s.Namespace != ns || s.Spec.Selector == nil {
-			continue
+	check := func(keys map[string]bool) {
+		for k := range keys {
+			if selects(x.services[k].Spec.Selector, lbls) {
+				out = append(out, k)
+			}
 		}
-		if labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(lbls)) {
-			out = append(out, k)
+	}
+	check(byPair[labelPair{}])
+	for k, v := range lbls {
+		if lp := (labelPair{k, v}); lp != (labelPair{}) {
+			check(byPair[lp])
 		}
 	}
 	sort.Strings(out)
@@ -88,13 +189,17 @@ func (x *Index) ServicesFor(ns string, lbls map[string]string) []string {
 // SelectedPods lists the pods of svc's namespace that its selector
 // matches, sorted by name (nil for a Service without a selector).
 func (x *Index) SelectedPods(svc *v1.Service) []*v1.Pod {
-	if svc.Spec.Selector == nil {
+	sel := svc.Spec.Selector
+	if sel == nil {
 		return nil
 	}
-	sel := labels.SelectorFromSet(svc.Spec.Selector)
+	candidates := x.pods[svc.Namespace]
+	if first := firstPair(sel); first != (labelPair{}) {
+		candidates = x.podsBy[svc.Namespace][first]
+	}
 	var pods []*v1.Pod
-	for _, p := range x.pods[svc.Namespace] {
-		if sel.Matches(labels.Set(p.Labels)) {
+	for _, p := range candidates {
+		if selects(sel, p.Labels) {
 			pods = append(pods, p)
 		}
 	}

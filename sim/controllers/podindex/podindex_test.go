@@ -1,11 +1,15 @@
 package podindex
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"sort"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func svc(name string, sel map[string]string) *v1.Service {
@@ -94,5 +98,73 @@ func TestSelectedPodsAndDeletes(t *testing.T) {
 	}
 	if _, ok := x.Service(k); ok {
 		t.Error("the deleted Service is still known")
+	}
+}
+
+// TestIndexMatchesSelectors checks the label-pair index against
+// labels.SelectorFromSet on every Service and pod, through updates that
+// change selectors and labels and deletions.
+func TestIndexMatchesSelectors(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	lbls := func() map[string]string {
+		m := map[string]string{}
+		for range r.IntN(3) {
+			m[[]string{"app", "tier", "zone"}[r.IntN(3)]] = []string{"a", "b", ""}[r.IntN(3)]
+		}
+		return m
+	}
+	x := New()
+	for step := range 2000 {
+		name := fmt.Sprint(r.IntN(20))
+		ns := []string{"ns", "other"}[r.IntN(2)]
+		switch r.IntN(4) {
+		case 0:
+			s := svc(name, lbls())
+			s.Namespace = ns
+			if r.IntN(5) == 0 {
+				s.Spec.Selector = nil
+			}
+			x.SetService(s)
+		case 1:
+			s := svc(name, nil)
+			s.Namespace = ns
+			x.DeleteService(s)
+		case 2:
+			p := pod("1", lbls(), true, "10.0.0.1")
+			p.Namespace, p.Name = ns, name
+			x.SetPod(p)
+		case 3:
+			p := pod("1", nil, true, "10.0.0.1")
+			p.Namespace, p.Name = ns, name
+			x.DeletePod(p)
+		}
+		for _, ns := range []string{"ns", "other"} {
+			for _, p := range x.pods[ns] {
+				var want []string
+				for k, s := range x.services {
+					if s.Namespace == ns && s.Spec.Selector != nil && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(p.Labels)) {
+						want = append(want, k)
+					}
+				}
+				sort.Strings(want)
+				if got := x.ServicesFor(ns, p.Labels); !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d: ServicesFor(%s %v) = %v, want %v", step, ns, p.Labels, got, want)
+				}
+			}
+		}
+		for _, s := range x.services {
+			var want []*v1.Pod
+			if s.Spec.Selector != nil {
+				for _, p := range x.pods[s.Namespace] {
+					if labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(p.Labels)) {
+						want = append(want, p)
+					}
+				}
+				sort.Slice(want, func(i, j int) bool { return want[i].Name < want[j].Name })
+			}
+			if got := x.SelectedPods(s); !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d: SelectedPods(%s/%s %v) = %d pods, want %d", step, s.Namespace, s.Name, s.Spec.Selector, len(got), len(want))
+			}
+		}
 	}
 }
