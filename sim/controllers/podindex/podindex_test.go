@@ -1,11 +1,15 @@
 package podindex
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"sort"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func svc(name string, sel map[string]string) *v1.Service {
@@ -94,5 +98,85 @@ func TestSelectedPodsAndDeletes(t *testing.T) {
 	}
 	if _, ok := x.Service(k); ok {
 		t.Error("the deleted Service is still known")
+	}
+}
+
+// TestIndexAnswersAsTheScanDoes holds the label index to the scan it
+// replaces (every Service's selector against every pod, as
+// labels.SelectorFromSet matches): random Services and Pods in two
+// namespaces, added, relabelled, reselected and deleted, both questions
+// asked after every change.
+func TestIndexAnswersAsTheScanDoes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys, vals := []string{"app", "tier", "zone"}, []string{"a", "b", "c"}
+	randLabels := func(empty bool) map[string]string {
+		m := map[string]string{}
+		for _, k := range keys {
+			if rng.IntN(2) == 0 {
+				m[k] = vals[rng.IntN(len(vals))]
+			}
+		}
+		if len(m) == 0 && !empty {
+			return nil
+		}
+		return m
+	}
+	x := New()
+	services := map[string]*v1.Service{}
+	pods := map[string]*v1.Pod{}
+	namespaces := []string{"ns", "other"}
+	for step := range 3000 {
+		ns := namespaces[rng.IntN(2)]
+		name := fmt.Sprint("o", rng.IntN(15))
+		switch rng.IntN(4) {
+		case 0:
+			s := svc(name, randLabels(rng.IntN(5) == 0))
+			s.Namespace = ns
+			services[Key(ns, name)] = s
+			x.SetService(s)
+		case 1:
+			if s := services[Key(ns, name)]; s != nil {
+				delete(services, Key(ns, name))
+				x.DeleteService(s)
+			}
+		case 2:
+			p := pod(fmt.Sprint(step), randLabels(false), true, "10.0.0.1")
+			p.Namespace, p.Name = ns, name
+			pods[Key(ns, name)] = p
+			x.SetPod(p)
+		case 3:
+			if p := pods[Key(ns, name)]; p != nil {
+				delete(pods, Key(ns, name))
+				x.DeletePod(p)
+			}
+		}
+		for _, p := range pods {
+			var want []string
+			for k, s := range services {
+				if s.Namespace == p.Namespace && s.Spec.Selector != nil && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(p.Labels)) {
+					want = append(want, k)
+				}
+			}
+			sort.Strings(want)
+			if got := x.ServicesFor(p.Namespace, p.Labels); !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d: ServicesFor(%s %v) = %v, want %v", step, p.Name, p.Labels, got, want)
+			}
+		}
+		for _, s := range services {
+			var want []string
+			for _, p := range pods {
+				if p.Namespace == s.Namespace && s.Spec.Selector != nil && labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(p.Labels)) {
+					want = append(want, p.Name)
+				}
+			}
+			sort.Strings(want)
+			var got []string
+			for _, p := range x.SelectedPods(s) {
+				got = append(got, p.Name)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d: SelectedPods(%s %v) = %v, want %v", step, s.Name, s.Spec.Selector, got, want)
+			}
+		}
 	}
 }
