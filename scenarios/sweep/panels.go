@@ -43,7 +43,7 @@ func (r *Report) PanelsSVG(metrics []string) []byte {
 		r.panel(&b, (k%perRow)*panelW, panelsTop+(k/perRow)*panelH, m, ss)
 	}
 	for k, l := range labels {
-		colour, dash := seriesStyle(k)
+		colour, dash := r.panelStyle(k)
 		ly := panelsTop + rows*panelH + legendLine*k + legendLine/2
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", panelL, ly, panelL+28, ly, colour, dash)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", panelL+36, ly, esc(l))
@@ -52,11 +52,19 @@ func (r *Report) PanelsSVG(metrics []string) []byte {
 	return b.Bytes()
 }
 
-// seriesStyle is series k's colour and dash attribute, as SVG draws them.
-func seriesStyle(k int) (colour, dash string) {
-	colour = palette[k%len(palette)]
-	if d := dashes[k%len(dashes)]; d != "" {
-		dash = ` stroke-dasharray="` + d + `"`
+// panelStyle is series k's colour and dash attribute. With three axes or
+// more, the last axis (which varies fastest) picks the dash and the others
+// the colour, so that a mode's lines share a colour and a minSyncPeriod
+// its dash; with two, each series has its own colour and dash.
+func (r *Report) panelStyle(k int) (colour, dash string) {
+	c, d := k, k
+	if len(r.Axes) > 2 {
+		n := len(r.Axes[len(r.Axes)-1].Values)
+		c, d = k/n, k%n
+	}
+	colour = palette[c%len(palette)]
+	if s := dashes[d%len(dashes)]; s != "" {
+		dash = ` stroke-dasharray="` + s + `"`
 	}
 	return colour, dash
 }
@@ -100,7 +108,7 @@ func (r *Report) panel(b *bytes.Buffer, x0, y0 int, metric string, ss []series) 
 	}
 	fmt.Fprintf(b, `<text x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", num(float64(x0+panelL)+iw/2), y0+panelH-12, esc(r.Axes[0].Key))
 	for k, s := range ss {
-		colour, dash := seriesStyle(k)
+		colour, dash := r.panelStyle(k)
 		var pts []string
 		for i, y := range s.y {
 			if y > 0 {
