@@ -180,3 +180,39 @@ func TestIndexAnswersAsTheScanDoes(t *testing.T) {
 		}
 	}
 }
+
+// A generated cluster's shape: n Services, each selecting its own 3 Pods
+// (cluster.generate with pods: true labels them so), in one namespace.
+func benchIndex(n int) (*Index, []*v1.Service, []*v1.Pod) {
+	x := New()
+	var svcs []*v1.Service
+	var pods []*v1.Pod
+	for i := range n {
+		app := fmt.Sprint("svc-", i)
+		s := svc(app, map[string]string{"app": app})
+		x.SetService(s)
+		svcs = append(svcs, s)
+		for k := range 3 {
+			p := pod("1", map[string]string{"app": app, "pod-template-hash": "v1"}, true, "10.0.0.1")
+			p.Name = fmt.Sprint(app, "-", k)
+			x.SetPod(p)
+			pods = append(pods, p)
+		}
+	}
+	return x, svcs, pods
+}
+
+// Every Pod's Services, then every Service's Pods, as the EndpointSlice
+// controller asks them when it starts on a 5,000-Service cluster.
+func BenchmarkStartOn5000Services(b *testing.B) {
+	x, svcs, pods := benchIndex(5000)
+	b.ResetTimer()
+	for range b.N {
+		for _, p := range pods {
+			x.ServicesFor(p.Namespace, p.Labels)
+		}
+		for _, s := range svcs {
+			x.SelectedPods(s)
+		}
+	}
+}
