@@ -3,6 +3,8 @@ GO      ?= go
 PKGS    ?= ./...
 FUZZTIME ?= 20s
 # The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
+# The README's default-profile sweep; cmd/proxysim's TestSweepPlotIsCurrent reads it from here.
+SWEEP_PLOT = docs/sweep-default-profile.yaml --set cluster.generate.services=1000,5000 --set proxy.mode=iptables,nftables --set proxy.minSyncPeriod=0s,1s,10s --plot-metric syncP50,syncMax,p99,syncCPU
 SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
 .PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example ci-recipe
@@ -61,6 +63,17 @@ fuzz-fast:
 ## sweep-example: regenerate the README's sweep plot (docs/sweep-example.svg)
 sweep-example:
 	$(GO) run ./cmd/proxysim sweep $(SWEEP_EXAMPLE) --plot docs/sweep-example.svg >/dev/null
+
+## sweep-plot: the README's sweep under the default cost profile (docs/sweep-default-profile.yaml):
+## its table and plot, docs/images/sweep-default-profile.csv and .svg (TestSweepPlotIsCurrent checks them)
+.PHONY: sweep-plot
+sweep-plot:
+	$(GO) run ./cmd/proxysim sweep $(SWEEP_PLOT) -o docs/images/sweep-default-profile.csv --plot docs/images/sweep-default-profile.svg
+
+## profile-plot: the default cost profile's curves (docs/images/cost-profile-default.svg; TestDefaultProfilePlotIsCurrent checks it)
+.PHONY: profile-plot
+profile-plot:
+	$(GO) test ./sim/costprofile -run '^TestDefaultProfilePlotIsCurrent$$' -count=1 -update-plot
 
 ## build: a static proxysim (what --dataplane vm needs)
 build:

@@ -21,10 +21,11 @@ import (
 
 // sweepOutput is where and how a sweep or a merge writes its report.
 type sweepOutput struct {
-	format string
-	file   string
-	plots  []string
-	metric string
+	format  string
+	file    string
+	plots   []string
+	metric  string
+	metrics []string // metric, read
 }
 
 func newSweep(stdout, stderr io.Writer, ld *loader) *cobra.Command {
@@ -151,7 +152,7 @@ func (o *sweepOutput) flags(cmd *cobra.Command) {
 	pf.StringVar(&o.format, "format", "", "table format: text (aligned columns), csv or json (the report shards merge from); default: -o's extension (.json, .csv), else text")
 	pf.StringVarP(&o.file, "output", "o", "", "write the table to FILE instead of standard output; FILE.json or FILE.csv picks that format")
 	pf.StringArrayVar(&o.plots, "plot", nil, "write a plot to FILE: an SVG chart (.svg) or a self-contained HTML page with the chart and the table (.html)")
-	pf.StringVar(&o.metric, "plot-metric", "p99", "the plot's y: "+strings.Join(sweep.Metrics, ", "))
+	pf.StringVar(&o.metric, "plot-metric", "p99", "the plot's y: "+strings.Join(sweep.Metrics, ", ")+"; several, separated by commas, draw a panel each (log y)")
 }
 
 // check refuses bad output flags, and settles the format: --format, else
@@ -174,9 +175,11 @@ func (o *sweepOutput) check() error {
 			return fail(exitInvalid, fmt.Errorf("--plot %s: name an .svg or .html file", p))
 		}
 	}
-	if err := sweep.CheckMetric(o.metric); err != nil {
+	ms, err := sweep.ParseMetrics(o.metric)
+	if err != nil {
 		return fail(exitInvalid, err)
 	}
+	o.metrics = ms
 	return nil
 }
 
@@ -198,9 +201,9 @@ func (o *sweepOutput) write(rep *sweep.Report, stdout io.Writer) error {
 		return fail(exitCannotRun, err)
 	}
 	for _, p := range o.plots {
-		b := rep.SVG(o.metric)
+		b := rep.Plot(o.metrics...)
 		if filepath.Ext(p) == ".html" {
-			b = rep.HTML(o.metric)
+			b = rep.HTML(o.metrics...)
 		}
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			return fail(exitCannotRun, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +63,23 @@ func CheckMetric(metric string) error {
 		}
 	}
 	return fmt.Errorf("--plot-metric %q: want one of %s", metric, strings.Join(Metrics, ", "))
+}
+
+// ParseMetrics reads --plot-metric: one metric, or several separated by
+// commas (a panel each), none twice.
+func ParseMetrics(arg string) ([]string, error) {
+	var out []string
+	for _, m := range strings.Split(arg, ",") {
+		m = strings.TrimSpace(m)
+		if err := CheckMetric(m); err != nil {
+			return nil, err
+		}
+		if slices.Contains(out, m) {
+			return nil, fmt.Errorf("--plot-metric %s: %s is listed twice", arg, m)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // palette colours the series, in order (then again).
@@ -241,9 +259,17 @@ func metricTitle(metric string) string {
 
 func esc(s string) string { return html.EscapeString(s) }
 
+// Plot draws one metric as SVG does, several as PanelsSVG does.
+func (r *Report) Plot(metrics ...string) []byte {
+	if len(metrics) == 1 {
+		return r.SVG(metrics[0])
+	}
+	return r.PanelsSVG(metrics)
+}
+
 // HTML is a self-contained page (nothing loaded from elsewhere): the plot
-// and the table.
-func (r *Report) HTML(metric string) []byte {
+// of the metrics (Plot) and the table.
+func (r *Report) HTML(metrics ...string) []byte {
 	var b bytes.Buffer
 	title := "proxysim sweep: " + r.Scenario
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n", esc(title))
@@ -253,7 +279,7 @@ func (r *Report) HTML(metric string) []byte {
 		fmt.Fprintf(&b, "; shard %s ran %d", esc(r.Shard), len(r.Ran))
 	}
 	fmt.Fprintf(&b, "; scenario digest <code>%s</code></p>\n", esc(r.Digest))
-	b.Write(r.SVG(metric))
+	b.Write(r.Plot(metrics...))
 	b.WriteString("<table>\n")
 	for i, row := range r.rows() {
 		b.WriteString("<tr>")

@@ -258,3 +258,65 @@ func TestSyncColumnsReadTheRuns(t *testing.T) {
 		t.Errorf("no sync columns:\n%s", rep.Text())
 	}
 }
+
+// A committed table is drawn again from its CSV: ReadCSV gives back the
+// report, so the CSV and every plot come out the same bytes.
+func TestCSVReadsBackIntoTheSameTableAndPlots(t *testing.T) {
+	rep := newSweep(t, "churn-iptables", sixPoints...).Run(All, RunOptions{})
+	back, err := ReadCSV("t.csv", rep.Scenario, rep.CSV())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.CSV(), rep.CSV()) {
+		t.Errorf("CSV read back:\n%s\nwant\n%s", back.CSV(), rep.CSV())
+	}
+	metrics := []string{"syncs", "p99", "syncCPU"}
+	if !bytes.Equal(back.Plot(metrics...), rep.Plot(metrics...)) || !bytes.Equal(back.SVG("max"), rep.SVG("max")) {
+		t.Error("the plots drawn from the CSV differ from the sweep's")
+	}
+	// A row out of place or a cell that is not a number names its line.
+	csv := string(rep.CSV())
+	for _, c := range []struct {
+		edit func(string) string
+		want string
+	}{
+		{func(s string) string { return strings.Replace(s, "\n1,0s,v1.34.0,", "\n1,0s,v1.35.0,", 1) }, "t.csv: 6 rows, but its axes make 9 points"},
+		{func(s string) string { return strings.Replace(s, "\n2,1s,v1.33.0,", "\n3,1s,v1.33.0,", 1) }, "t.csv:4: point 3 (1s,v1.33.0) is not its axes' point 2"},
+		{func(s string) string { return strings.Replace(s, "\n0,0s,v1.33.0,", "\n0,0s,v1.33.0,x", 1) }, `t.csv:2: syncs: "x`},
+		{func(s string) string { return strings.Replace(s, "sync p50", "sync p5O", 1) }, "t.csv:1: header"},
+	} {
+		if _, err := ReadCSV("t.csv", "s", []byte(c.edit(csv))); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("error %v, want %q", err, c.want)
+		}
+	}
+}
+
+// PanelsSVG draws a panel per metric over the same series, on a log y,
+// and names each series once.
+func TestPanelsDrawEachMetricOverTheSameSeries(t *testing.T) {
+	rep := newSweep(t, "churn-iptables", sixPoints...).Run(All, RunOptions{})
+	svg := string(rep.PanelsSVG([]string{"syncs", "dataplaneOps", "syncCPU"}))
+	for _, want := range []string{">syncs<", ">dataplane operations<", ">seconds of syncing per virtual hour<"} {
+		if strings.Count(svg, want) != 1 {
+			t.Errorf("panel title %s drawn %d times", want, strings.Count(svg, want))
+		}
+	}
+	// Two series (the versions), three points each, in three panels; a
+	// legend entry each.
+	if n := strings.Count(svg, "<circle"); n != 2*3*3-2*3 {
+		// syncCPU is 0 with no sync cost: that panel draws no dot.
+		t.Errorf("%d dots:\n%s", n, svg)
+	}
+	if strings.Count(svg, ">proxy.version=v1.33.0<") != 1 || strings.Count(svg, ">proxy.version=v1.34.0<") != 1 {
+		t.Errorf("legend:\n%s", svg)
+	}
+	if !strings.Contains(svg, "no values above 0") {
+		t.Error("the syncCPU panel, all zero, should say it has nothing to draw")
+	}
+	if _, err := ParseMetrics("syncs,p99,syncs"); err == nil {
+		t.Error("a metric listed twice is accepted")
+	}
+	if _, err := ParseMetrics("syncs,p98"); err == nil {
+		t.Error("an unknown metric is accepted")
+	}
+}

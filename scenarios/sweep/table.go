@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/csv"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // columns are the table's columns after the point's index and values.
@@ -68,4 +70,96 @@ func (r *Report) CSV() []byte {
 	w := csv.NewWriter(&b)
 	w.WriteAll(r.rows()) // a bytes.Buffer cannot fail
 	return b.Bytes()
+}
+
+// ReadCSV reads a table CSV wrote back into a report of scenario (which
+// the table does not name), so a committed table can be drawn again
+// without replaying it; name is for messages. The table must hold every
+// point of its axes, in order, with the columns CSV writes today.
+func ReadCSV(name, scenario string, data []byte) (*Report, error) {
+	rows, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	if len(rows) < 2 {
+		return nil, fmt.Errorf("%s: no rows", name)
+	}
+	head := rows[0]
+	naxes := len(head) - 1 - len(columns)
+	if naxes < 1 || head[0] != "point" || !slices.Equal(head[1+naxes:], columns) {
+		return nil, fmt.Errorf("%s:1: header %q: want point, the axes, then %s", name, strings.Join(head, ","), strings.Join(columns, ","))
+	}
+	r := &Report{Format: FormatVersion, Scenario: scenario}
+	for _, key := range head[1 : 1+naxes] {
+		var vals []string
+		for _, row := range rows[1:] {
+			if v := row[len(r.Axes)+1]; !slices.Contains(vals, v) {
+				vals = append(vals, v)
+			}
+		}
+		r.Axes = append(r.Axes, Axis{Key: key, Values: vals})
+	}
+	r.Points = Points(r.Axes)
+	if len(r.Points) != len(rows)-1 {
+		return nil, fmt.Errorf("%s: %d rows, but its axes make %d points", name, len(rows)-1, len(r.Points))
+	}
+	for i, row := range rows[1:] {
+		line := i + 2
+		if row[0] != fmt.Sprint(i) || !slices.Equal(row[1:1+naxes], r.Points[i].Values) {
+			return nil, fmt.Errorf("%s:%d: point %s (%s) is not its axes' point %d", name, line, row[0], strings.Join(row[1:1+naxes], ","), i)
+		}
+		res, err := readRow(row[1+naxes:])
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+		}
+		res.Point = i
+		r.Ran = append(r.Ran, i)
+		r.Results = append(r.Results, res)
+	}
+	return r, nil
+}
+
+// readRow reads a row's columns (after the point and its values).
+func readRow(cells []string) (Result, error) {
+	var res Result
+	if last := cells[len(cells)-1]; cells[0] == "-" && strings.HasPrefix(last, "error: ") {
+		res.Error = strings.TrimPrefix(last, "error: ")
+		return res, nil
+	}
+	var err error
+	count := func(i int, to *int) {
+		if err == nil {
+			if *to, err = strconv.Atoi(cells[i]); err != nil {
+				err = fmt.Errorf("%s: %q is not a count", columns[i], cells[i])
+			}
+		}
+	}
+	dur := func(i int, to *Duration) {
+		if err == nil && cells[i] != "-" {
+			d, e := time.ParseDuration(cells[i])
+			if e != nil {
+				err = fmt.Errorf("%s: %q is not a duration", columns[i], cells[i])
+			}
+			*to = Duration(d)
+		}
+	}
+	count(0, &res.Syncs)
+	count(1, &res.DataplaneOps)
+	count(2, &res.Samples)
+	dur(3, &res.P50)
+	dur(4, &res.P99)
+	dur(5, &res.Max)
+	dur(6, &res.SyncP50)
+	dur(7, &res.SyncP99)
+	dur(8, &res.SyncMax)
+	if err == nil {
+		if res.SyncCPUPerHour, err = strconv.ParseFloat(cells[9], 64); err != nil {
+			err = fmt.Errorf("%s: %q is not a number", columns[9], cells[9])
+		}
+	}
+	count(10, &res.FullSyncs)
+	count(11, &res.PartialSyncs)
+	count(12, &res.Failed)
+	res.FirstFailure = cells[13]
+	return res, err
 }
