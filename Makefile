@@ -96,7 +96,7 @@ e2e-vm-matrix: build
 	CGO_ENABLED=0 $(GO) test -c -o bin/e2e.test ./e2e
 	@failed=""; total=0; for r in $(VM_RELEASES); do \
 	  echo "== kernel suite on $$r's cloud kernel"; start=$$(date +%s); \
-	  bin/proxysim vm --release $$r bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v || failed="$$failed $$r"; \
+	  bin/proxysim vm --timeout 20m --release $$r bin/e2e.test -test.v -ginkgo.label-filter=kernel -ginkgo.v || failed="$$failed $$r"; \
 	  t=$$(( $$(date +%s) - start )); total=$$(( total + t )); echo "== $$r: $${t}s"; \
 	done; echo "== kernel matrix: $${total}s in all"; \
 	if [ -n "$$failed" ]; then echo "== the kernel suite failed on:$$failed"; exit 1; fi
