@@ -1,32 +1,17 @@
 package ipvsmode_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/internal/scenariotest"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
-
-func replayFile(t *testing.T, file string) *scenarios.Result {
-	t.Helper()
-	s, err := scenarios.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
 
 // The library's IPVS packet-path scenarios pass with their routes.
 func TestIPVSRouteScenariosPass(t *testing.T) {
@@ -40,19 +25,8 @@ func TestIPVSRouteScenariosPass(t *testing.T) {
 	if len(files) < 4 {
 		t.Fatalf("only %d IPVS route scenarios", len(files))
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			res := replayFile(t, f)
-			if !res.Passed() || res.Checks == 0 {
-				var b strings.Builder
-				scenarios.Report(&b, res, true)
-				t.Fatalf("want a pass with checks:\n%s", b.String())
-			}
-		})
-	}
+	scenariotest.Passes(t, files)
 }
-
-var wantFail = regexp.MustCompile(`(?m)^# want-fail: (\d+) (\S+) at (\S+)$`)
 
 // Their failing twins fail exactly at their "# want-fail: LINE WHAT at
 // INSTANT" lines: routes another mode gives, or a broken feature would.
@@ -61,29 +35,7 @@ func TestIPVSFailingRoutesFailWhereDeclared(t *testing.T) {
 	if len(files) < 2 {
 		t.Fatalf("only %d failing IPVS scenarios", len(files))
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want, got []string
-			for _, m := range wantFail.FindAllStringSubmatch(string(src), -1) {
-				want = append(want, fmt.Sprintf("%s %s at %s", m[1], m[2], m[3]))
-			}
-			res := replayFile(t, f)
-			for _, fl := range res.Failures {
-				got = append(got, fmt.Sprintf("%d %s at %v", fl.Pos.Line, fl.What, fl.At))
-			}
-			sort.Strings(want)
-			sort.Strings(got)
-			if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
-				var b strings.Builder
-				scenarios.Report(&b, res, false)
-				t.Fatalf("failures differ\n got: %v\nwant: %v\n%s", got, want, b.String())
-			}
-		})
-	}
+	scenariotest.FailsWhereDeclared(t, files)
 }
 
 // clusterCIDR must be an IPv4 CIDR.
