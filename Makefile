@@ -4,7 +4,7 @@ PKGS    ?= ./...
 FUZZTIME ?= 20s
 # The README's sweep; cmd/proxysim's TestSweepExamplePlotIsCurrent reads it from here.
 # The README's default-profile sweep; cmd/proxysim's TestSweepPlotIsCurrent reads it from here.
-SWEEP_PLOT = docs/sweep-default-profile.yaml --set cluster.generate.services=1000,5000 --set proxy.mode=iptables,nftables --set proxy.minSyncPeriod=0s,1s,10s --plot-metric syncP50,syncMax,p99,syncCPU
+SWEEP_PLOT = docs/sweep-default-profile.yaml --set cluster.generate.services=1000,5000,10000,20000 --set proxy.mode=iptables,nftables --set proxy.minSyncPeriod=0s,1s,10s --plot-metric syncP50,syncMax,p99,syncCPU
 SWEEP_EXAMPLE = rolling-update-batch-1s --set controllers.endpointSlice.batchPeriod=0s,500ms,1s,2s,5s --set proxy.minSyncPeriod=1s,10s --set proxy.version=v1.33.0,v1.34.0 --plot-metric max
 
 .PHONY: all test race vet bench demo junit fuzz fuzz-fast upstream upstream-nftables upstream-ipvs-vm upstream-bubble build e2e-vm e2e-vm-matrix vm-kill-test e2e-netns e2e-host e2e-browser ci sweep-example ci-recipe
