@@ -56,7 +56,7 @@ func TestKilledRunChild(t *testing.T) {
 		t.Fatalf("%v\n%s", err, kp.log.Tail(40))
 	}
 	info := fmt.Sprintf("kube-proxy %d\napiserver %d\netcd %s\nnamespace %s\n", kp.cmd.Process.Pid, cp.port, cp.etcd.Clients[0].Addr(), kp.ns.Name)
-	if err := os.WriteFile(filepath.Join(runDir.path, readyFile), []byte(info), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(runDir.Path, readyFile), []byte(info), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Minute) // until killed

@@ -9,12 +9,13 @@ import (
 
 	"github.com/proxysim/proxysim/e2e/transcript"
 	"github.com/proxysim/proxysim/netns"
+	"github.com/proxysim/proxysim/netns/workdir"
 )
 
 // runDir is this test process's folder (see workdir_test.go): TMPDIR
 // points into it, so that every temp file of the API server and of the
 // tests goes where the next run's sweep finds it if this one is killed.
-var runDir *workDir
+var runDir *workdir.Dir
 
 // hostTemp is the temp directory this process was given, before TMPDIR
 // was pointed into runDir.
@@ -50,7 +51,7 @@ func mainWithSweep(m *testing.M) int {
 		return 1
 	}
 	defer runDir.Close()
-	tmp := filepath.Join(runDir.path, "tmp")
+	tmp := filepath.Join(runDir.Path, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

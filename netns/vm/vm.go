@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/proxysim/proxysim/netns/workdir"
 )
 
 // Markers the VM's /init prints on the console.
@@ -187,12 +189,12 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, files *F
 	if err != nil {
 		fmt.Fprintf(cfg.Console, "vm: sweeping stale temp folders: %v\n", err)
 	}
-	work, err := newWorkDir()
+	work, err := workdir.New(WorkPrefix)
 	if err != nil {
 		return Result{}, err
 	}
 	defer work.Close()
-	base, err := ensureBase(k, filepath.Join(work.path, "base"))
+	base, err := ensureBase(k, filepath.Join(work.Path, "base"))
 	if err != nil {
 		return Result{}, err
 	}
@@ -202,11 +204,11 @@ func Run(ctx context.Context, cfg Config, binary string, args []string, files *F
 			copies[dst] = src
 		}
 	}
-	run, err := archive(filepath.Join(work.path, "run"), copies, map[string]string{"args": strings.Join(args, "\n") + "\n"})
+	run, err := archive(filepath.Join(work.Path, "run"), copies, map[string]string{"args": strings.Join(args, "\n") + "\n"})
 	if err != nil {
 		return Result{}, err
 	}
-	initrd := filepath.Join(work.path, "initrd")
+	initrd := filepath.Join(work.Path, "initrd")
 	if err := concat(initrd, base, run); err != nil {
 		return Result{}, err
 	}

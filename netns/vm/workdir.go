@@ -1,132 +1,15 @@
 package vm
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
+
+	"github.com/proxysim/proxysim/netns/workdir"
 )
 
-// Every run works in its own temp folder, named WorkPrefix + the owner's PID
-// + "-" + a random suffix, holding a file "lock" that the owner keeps
-// flock'ed for as long as it runs, so Sweep can tell a dead run's folder
-// (the kernel drops the lock with the process) from a live one.
+// WorkPrefix names a run's temp folder (netns/workdir: + the owner's PID +
+// "-" + a random suffix, locked while the run lives).
 const WorkPrefix = "proxysim-vm-"
 
-const lockName = "lock"
-
-type workDir struct {
-	path string
-	lock *os.File
-}
-
-// newWorkDir makes a run's temp folder and takes its lock.
-func newWorkDir() (*workDir, error) {
-	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", WorkPrefix, os.Getpid()))
-	if err != nil {
-		return nil, err
-	}
-	// The lock gets its name only once held: a sweeper never sees it free
-	// while its owner lives.
-	tmp := filepath.Join(dir, lockName+".new")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
-	if err == nil {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			err = os.Rename(tmp, filepath.Join(dir, lockName))
-		}
-		if err != nil {
-			f.Close()
-		}
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("lock the VM's temp folder: %w", err)
-	}
-	return &workDir{path: dir, lock: f}, nil
-}
-
-// Close removes the folder, then lets go of its lock.
-func (w *workDir) Close() error {
-	err := os.RemoveAll(w.path)
-	return errors.Join(err, w.lock.Close())
-}
-
-// Sweep removes the temp folders that runs killed before they could clean up
-// left in the temp directory, and reports them. A folder whose run is alive
-// (its lock held, or, before it has one, its PID running) is kept, as is
-// anything not named the way newWorkDir names folders.
-func Sweep() ([]string, error) {
-	tmp := os.TempDir()
-	entries, err := os.ReadDir(tmp)
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	var errs []error
-	for _, e := range entries {
-		pid, ok := ownerPID(e.Name())
-		if !ok || !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(tmp, e.Name())
-		stale, err := abandoned(dir, pid)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !stale {
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed = append(removed, dir)
-	}
-	return removed, errors.Join(errs...)
-}
-
-// ownerPID reads the PID from a folder name newWorkDir made.
-func ownerPID(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, WorkPrefix)
-	if !ok {
-		return 0, false
-	}
-	p, _, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(p)
-	return pid, err == nil && pid > 0
-}
-
-// abandoned reports whether a run's folder outlived its owner.
-func abandoned(dir string, pid int) (bool, error) {
-	f, err := os.Open(filepath.Join(dir, lockName))
-	if errors.Is(err, os.ErrNotExist) {
-		// made but not locked yet, or its owner died in between
-		return !running(pid), nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		return false, nil
-	default:
-		return false, fmt.Errorf("lock %s: %w", dir, err)
-	}
-}
-
-// running reports whether a process exists (EPERM: it does, someone else's).
-func running(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+// Sweep removes the temp folders that VM runs killed before they could
+// clean up left in the temp directory, and reports them.
+func Sweep() ([]string, error) { return workdir.Sweep(os.TempDir(), WorkPrefix) }

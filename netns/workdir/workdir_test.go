@@ -1,4 +1,4 @@
-package vm
+package workdir
 
 import (
 	"fmt"
@@ -9,13 +9,16 @@ import (
 	"testing"
 )
 
+// WorkPrefix names the folders of this test.
+const WorkPrefix = "proxysim-test-"
+
 // Sweep removes exactly the folders of runs that are gone: a held lock, or a
 // live owner before it has one, keeps a folder; names it did not make are
 // never touched.
 func TestSweepRemovesOnlyDeadRunsFolders(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	live, err := newWorkDir()
+	live, err := New(WorkPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func TestSweepRemovesOnlyDeadRunsFolders(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	removed, err := Sweep()
+	removed, err := Sweep(tmp, WorkPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +66,7 @@ func TestSweepRemovesOnlyDeadRunsFolders(t *testing.T) {
 	if fmt.Sprint(removed) != fmt.Sprint(want) {
 		t.Fatalf("removed %v, want %v", removed, want)
 	}
-	for _, d := range append([]string{live.path, creating}, foreign...) {
+	for _, d := range append([]string{live.Path, creating}, foreign...) {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s was removed: %v", d, err)
 		}
@@ -76,7 +79,7 @@ func TestSweepRemovesOnlyDeadRunsFolders(t *testing.T) {
 	if err := live.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(live.path); !os.IsNotExist(err) {
-		t.Fatalf("Close left %s: %v", live.path, err)
+	if _, err := os.Stat(live.Path); !os.IsNotExist(err) {
+		t.Fatalf("Close left %s: %v", live.Path, err)
 	}
 }
