@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/migrate"
 	"github.com/proxysim/proxysim/sim"
@@ -22,6 +26,7 @@ func newMigrate(stdout, stderr io.Writer) *cobra.Command {
 	var o migrate.Options
 	var sets []string
 	var format, html, dataplane, profile string
+	var vmResult bool
 	cmd := &cobra.Command{
 		Use:   "migrate --cluster DUMP --config KUBE-PROXY-CONFIG --to MODE",
 		Short: "Compare every Service's connections between kube-proxy's current mode and another, and check the nodes for it",
@@ -45,13 +50,17 @@ target setting as in a scenario.
 Exit codes: 0 every Service unchanged and every node ready, 1 some Service
 changes, 2 invalid input (nothing compared), 3 a replay could not run,
 4 an internal error, 5 some node cannot run the target mode (wins over 1),
-6 with --dataplane netns, the kernel routed a connection other than
+6 with --dataplane netns or vm, the kernel routed a connection other than
 predicted (wins over all).
 
 --dataplane netns (root) replays the nodes on this kernel, in throwaway
 network namespaces, with a route expectation per affected connection in
 each mode, and measures them with real connections: each difference then
-lists what the kernel did. Only the iptables and nftables modes run there.`,
+lists what the kernel did. Only the iptables and nftables sides run there.
+--dataplane vm does the same for the ipvs side, in Debian's kernel under
+QEMU (the whole IPVS packet path, masquerade measured too; slow: software
+emulation); 'proxysim doctor' says whether this machine can run the VM.
+The report names each side it did not check.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, s := range sets {
@@ -68,8 +77,18 @@ lists what the kernel did. Only the iptables and nftables modes run there.`,
 			case "fake":
 			case "netns":
 				o.KernelCheck = netnsDataplane
+				if vmResult {
+					o.KernelModes = migrate.VMKernelModes
+				}
+			case "vm":
+				// Before anything runs: a machine that cannot boot the VM
+				// is told what it lacks.
+				if err := vm.CheckHost(); err != nil {
+					return fail(exitCannotRun, fmt.Errorf("--dataplane vm: %w", err))
+				}
+				o.KernelModes = migrate.VMKernelModes
 			default:
-				return fail(exitInvalid, fmt.Errorf("--dataplane %q: want fake, or netns to measure the iptables and nftables differences on this kernel (the IPVS side needs the VM, not wired here)", dataplane))
+				return fail(exitInvalid, fmt.Errorf("--dataplane %q: want fake, netns to measure the iptables and nftables sides' differences on this kernel, or vm to measure the ipvs side's in the VM", dataplane))
 			}
 			if profile != "" {
 				costs, err := migrateCosts(profile)
@@ -81,6 +100,19 @@ lists what the kernel did. Only the iptables and nftables modes run there.`,
 			r, err := migrate.Compare(o)
 			if err != nil {
 				return fail(exitInvalid, err)
+			}
+			if vmResult {
+				b, err := json.Marshal(r.KernelResult())
+				if err != nil {
+					return fail(exitInternal, err)
+				}
+				fmt.Fprintf(stdout, "%s%s\n", migrateResultMarker, b)
+				return nil
+			}
+			if dataplane == "vm" {
+				if err := migrateInVM(cmd.Context(), o, sets, r, stderr); err != nil {
+					return err
+				}
 			}
 			if html != "" {
 				var b bytes.Buffer
@@ -113,7 +145,9 @@ lists what the kernel did. Only the iptables and nftables modes run there.`,
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "proxy.FIELD=VALUE: a setting of the target's proxy, as in a scenario (repeat for more)")
 	cmd.Flags().StringSliceVar(&o.Nodes, "node", nil, "compare these nodes only (default: every Node of the dump)")
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
-	cmd.Flags().StringVar(&dataplane, "dataplane", "fake", "fake, or netns: also measure each iptables/nftables difference with real connections on this kernel, in both modes (root)")
+	cmd.Flags().StringVar(&dataplane, "dataplane", "fake", "fake; netns: also measure each difference with real connections on this kernel, on its iptables and nftables sides (root); vm: the same on its ipvs side, in Debian's kernel under QEMU")
+	cmd.Flags().BoolVar(&vmResult, "vm-result", false, "print the kernel check as one marked line (for the migrate inside the VM)")
+	_ = cmd.Flags().MarkHidden("vm-result")
 	cmd.Flags().StringVar(&profile, "cost-profile", "default", "a cost profile (a built-in name, or a .json file from proxysim calibrate) to compare the initial sync's duration on each node; \"\" for none")
 	cmd.Flags().StringVar(&html, "html", "", "also write the report as a self-contained HTML page to this file")
 	for _, f := range []string{"cluster", "config", "to"} {
@@ -142,4 +176,98 @@ func migrateCosts(name string) (map[string]sim.WorkCost, error) {
 		}
 	}
 	return costs, nil
+}
+
+// migrateResultMarker starts the console line that carries the kernel
+// check made inside the VM.
+const migrateResultMarker = "PROXYSIM-MIGRATE-KERNEL "
+
+// migrateInVM checks the report's ipvs side on the VM's kernel: this very
+// binary runs inside it as `migrate --dataplane netns` over copies of the
+// inputs, compares again (the same report: the comparison is
+// deterministic), measures the differences on the ipvs side and hands its
+// kernel check back on a marked console line, which r takes. Without an
+// ipvs side or a difference there is nothing to measure, and no boot.
+func migrateInVM(ctx context.Context, o migrate.Options, sets []string, r *migrate.Report, stderr io.Writer) error {
+	differences := 0
+	for _, s := range r.Services {
+		differences += len(s.Differences)
+	}
+	if r.From != "ipvs" && r.To != "ipvs" || differences == 0 {
+		if err := r.CheckKernel(nil, false); err != nil { // names the sides, replays nothing
+			return fail(exitCannotRun, err)
+		}
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(exitCannotRun, err)
+	}
+	var files vm.Files
+	inner := []string{"migrate", "--dataplane", "netns", "--vm-result", "--cost-profile=", "--to", o.To}
+	for _, f := range [][2]string{{"--cluster", o.Cluster}, {"--config", o.Config}, {"--target-config", o.TargetConfig}} {
+		if f[1] == "" {
+			continue
+		}
+		g, err := files.AddFile(f[1])
+		if err != nil {
+			return fail(exitCannotRun, err)
+		}
+		inner = append(inner, f[0], g)
+	}
+	for _, s := range sets {
+		inner = append(inner, "--set", s)
+	}
+	for _, n := range o.Nodes {
+		inner = append(inner, "--node", n)
+	}
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	console := &markedLine{marker: migrateResultMarker, w: stderr}
+	res, err := vm.Run(ctx, vm.Config{Console: console}, self, inner, &files)
+	if err != nil {
+		return fail(exitCannotRun, fmt.Errorf("--dataplane vm: %w (the proxysim binary must be static: CGO_ENABLED=0 go install or go build)", err))
+	}
+	if res.ExitCode != 0 {
+		return fail(exitCannotRun, fmt.Errorf("--dataplane vm: the kernel check inside the VM (kernel %s) ended with exit code %d", res.Kernel, res.ExitCode))
+	}
+	if console.line == nil {
+		return fail(exitCannotRun, errors.New("--dataplane vm: the migrate inside the VM printed no kernel check line"))
+	}
+	var k migrate.KernelResult
+	if err := json.Unmarshal(console.line, &k); err != nil {
+		return fail(exitCannotRun, fmt.Errorf("--dataplane vm: the kernel check line: %w", err))
+	}
+	if err := r.SetKernelResult(k); err != nil {
+		return fail(exitInternal, fmt.Errorf("--dataplane vm: %w", err))
+	}
+	return nil
+}
+
+// markedLine passes a VM's console through to w, but keeps the text after
+// marker on the line that carries it.
+type markedLine struct {
+	marker string
+	w      io.Writer
+	buf    []byte
+	line   []byte
+}
+
+func (c *markedLine) Write(p []byte) (int, error) {
+	c.buf = append(c.buf, p...)
+	for {
+		i := bytes.IndexByte(c.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := c.buf[:i+1]
+		c.buf = c.buf[i+1:]
+		if j := bytes.Index(line, []byte(c.marker)); j >= 0 {
+			c.line = bytes.Clone(bytes.TrimSpace(line[j+len(c.marker):]))
+			continue
+		}
+		if _, err := c.w.Write(line); err != nil {
+			return 0, err
+		}
+	}
 }

@@ -55,10 +55,13 @@ type Options struct {
 	// duration on each node; without, it says timing is not compared.
 	Costs map[string]sim.WorkCost
 	// KernelCheck, if set, builds a real kernel's dataplane (--dataplane
-	// netns): each difference between the iptables and nftables modes is
-	// then measured on it, both sides, with real connections (see
-	// CheckKernel).
+	// netns, or the same inside the VM): each difference is then measured
+	// on it with real connections, on each side whose mode is in
+	// KernelModes (see CheckKernel).
 	KernelCheck scenarios.DataplaneFactory
+	// KernelModes are the modes KernelCheck replays (default
+	// HostKernelModes; inside the VM, VMKernelModes).
+	KernelModes []string
 	// ReadFile reads the inputs (os.ReadFile by default).
 	ReadFile func(string) ([]byte, error)
 }
