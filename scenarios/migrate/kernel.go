@@ -52,7 +52,7 @@ func (r *Report) CheckKernel(f scenarios.DataplaneFactory, crossed bool) error {
 	}
 	checked := [2]bool{slices.Contains(modes, r.From), slices.Contains(modes, r.To)}
 	if !checked[0] && !checked[1] {
-		r.KernelNote = "not checked on a kernel: " + r.uncheckedSides(checked)
+		r.KernelNote = "not checked on a kernel: " + r.uncheckedSides(checked, "%s side needs %s")
 		return nil
 	}
 	type route1 struct {
@@ -106,7 +106,14 @@ func (r *Report) CheckKernel(f scenarios.DataplaneFactory, crossed bool) error {
 			}
 			failed := map[int]string{}
 			for _, f := range res.Failures {
-				failed[stepOf(f)] = f.Got
+				got := f.Got
+				if strings.HasSuffix(f.What, ".masqueraded") {
+					got = "masqueraded " + got
+				}
+				if prev, ok := failed[stepOf(f)]; ok {
+					got = prev + "; " + got
+				}
+				failed[stepOf(f)] = got
 			}
 			for k, rt := range rs {
 				r.KernelChecked++
@@ -132,7 +139,7 @@ func (r *Report) CheckKernel(f scenarios.DataplaneFactory, crossed bool) error {
 			i = 1
 		}
 		r.KernelNote = fmt.Sprintf("each difference's connections measured on the kernel on the %s side only%s; %s",
-			sideName(r.sides[i].Mode, i), masqNote(r.sides[i].Mode), r.uncheckedSides(checked))
+			sideName(r.sides[i].Mode, i), masqNote(r.sides[i].Mode), r.uncheckedSides(checked, "%s side is not checked on a kernel: it needs %s"))
 	}
 	return nil
 }
@@ -156,8 +163,8 @@ func masqNote(modes ...string) string {
 }
 
 // uncheckedSides names the sides the kernel did not replay and the
-// dataplane that replays each.
-func (r *Report) uncheckedSides(checked [2]bool) string {
+// dataplane that replays each, in format (side, dataplane).
+func (r *Report) uncheckedSides(checked [2]bool, format string) string {
 	var out []string
 	for i, sd := range r.sides {
 		if checked[i] {
@@ -167,7 +174,7 @@ func (r *Report) uncheckedSides(checked [2]bool) string {
 		if sd.Mode == "ipvs" {
 			need = "--dataplane vm"
 		}
-		out = append(out, fmt.Sprintf("the %s side is not checked on a kernel: it needs %s", sideName(sd.Mode, i), need))
+		out = append(out, "the "+fmt.Sprintf(format, sideName(sd.Mode, i), need))
 	}
 	return strings.Join(out, "; ")
 }
