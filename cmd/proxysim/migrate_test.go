@@ -36,7 +36,7 @@ func TestMigrateExitCodes(t *testing.T) {
 		{[]string{"--to", "nftables", "--set", "proxy.nodePortAddresses=all"}, "--set proxy.nodePortAddresses"},
 		{[]string{"--to", "nftables", "--node", "node-z"}, "--node node-z: no such Node"},
 		{[]string{"--to", "nftables", "--format", "xml"}, `--format "xml"`},
-		{[]string{"--to", "nftables", "--dataplane", "vm"}, `--dataplane "vm"`},
+		{[]string{"--to", "nftables", "--dataplane", "qemu"}, `--dataplane "qemu"`},
 	} {
 		args := append([]string{"migrate", "--cluster", stories + "headless/cluster.yaml", "--config", stories + "headless/kube-proxy.yaml"}, tc.args...)
 		code, out, errs := runCLI(args...)
