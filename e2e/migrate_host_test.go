@@ -99,4 +99,39 @@ var _ = Describe("the migration report on this host's kernel", Label("host-kerne
 			})
 		}
 	}
+
+	// A migration off IPVS: the host checks the side it replays, the
+	// target, and names the ipvs side as the VM's (the kernel specs in
+	// the VM check that one).
+	for name, c := range migrationClusters() {
+		for _, to := range []string{"nftables", "iptables"} {
+			It(name+": ipvs -> "+to+": the host measures the "+to+" side as predicted and names the ipvs side as the VM's", func() {
+				read := func(path string) ([]byte, error) {
+					b, err := os.ReadFile(path)
+					if err != nil || path != c[1] {
+						return b, err
+					}
+					return migrateModeLine.ReplaceAll(b, []byte("${1}mode: ipvs")), nil
+				}
+				r, err := migrate.Compare(migrate.Options{Cluster: c[0], Config: c[1], To: to, ReadFile: read, KernelCheck: kernelBoth})
+				Expect(err).NotTo(HaveOccurred())
+				var text strings.Builder
+				Expect(r.Text(&text)).To(Succeed())
+				for _, s := range r.Services {
+					for _, d := range s.Differences {
+						for _, k := range d.Kernel {
+							if strings.HasPrefix(k, "not measured") {
+								continue
+							}
+							Expect(k).To(HavePrefix(to+" on "), "the %s side only", to)
+							Expect(k).To(HaveSuffix(": as predicted"), text.String())
+						}
+					}
+				}
+				Expect(r.KernelFailures).To(BeZero(), text.String())
+				Expect(r.KernelNote).To(ContainSubstring("the ipvs (before) side is not checked on a kernel: it needs --dataplane vm"))
+				report("migrate %s ipvs->%s: %d connections measured on the %s side on the host", name, to, r.KernelChecked, to)
+			})
+		}
+	}
 })
