@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios/migrate"
 )
 
@@ -85,5 +86,19 @@ func TestMigrateInVM(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("the report lacks %q\n%s%s", want, text, stderr.String())
 		}
+	}
+}
+
+// A migration without an IPVS side has nothing for the VM: no boot, and
+// the report names both sides with the dataplane that checks them.
+func TestMigrateVMWithoutIPVSSideBootsNothing(t *testing.T) {
+	if err := vm.CheckHost(); err != nil {
+		t.Skip("the flag stops earlier without QEMU: ", err)
+	}
+	start := time.Now()
+	code, out, errs := runCLI("migrate", "--dataplane", "vm", "--cluster", stories+"nodeport-second-address/cluster.yaml", "--config", stories+"nodeport-second-address/kube-proxy.yaml", "--to", "nftables")
+	want := "Kernel check: not checked on a kernel: the iptables (before) side needs --dataplane netns; the nftables (after) side needs --dataplane netns"
+	if code != 1 || !strings.Contains(out, want) || strings.Contains(out, "        kernel: ") || time.Since(start) > 20*time.Second {
+		t.Fatalf("code %d in %v, want 1 and %q, no kernel line, no boot\n%s%s", code, time.Since(start), want, out, errs)
 	}
 }
