@@ -217,6 +217,22 @@ calibrate:
 	bash netns/hostdeps.sh
 	CGO_ENABLED=0 $(GO) run ./cmd/proxysim calibrate $(CALIBRATE_ARGS)
 
+.PHONY: calibrate-compute
+## calibrate-compute: time kube-proxy v1.36.3's own proxiers (iptables, nftables) computing the syncs calibrate
+## measures, and write the fitted compute terms into PROFILE (default: the default profile; about 2 min here;
+## COMPUTE_ARGS=-calibrate-compute-quick for calibrate --quick's clusters). No root needed: it runs in a user
+## and network namespace of its own (unshare -rn), because kube-proxy's nftables proxier runs nft.
+PROFILE ?= sim/costprofile/profiles/default.json
+calibrate-compute:
+	cd e2e/upstream && CGO_ENABLED=0 $(GO) test -c -o $(CURDIR)/bin/upstream.test .
+	unshare -rn bin/upstream.test -test.run '^TestCalibrateCompute$$' -test.v -test.timeout 30m -calibrate-compute $(abspath $(PROFILE)) $(COMPUTE_ARGS)
+
+.PHONY: realcp-scale-repredict
+## realcp-scale-repredict: recompute proxysim's predictions pinned in e2e/realcp/testdata/realcp-scale.txt from
+## today's model and default profile, keeping kube-proxy's measured columns (no root; minutes: it replays every size)
+realcp-scale-repredict:
+	cd e2e/realcp && CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v -run '^TestScalePredictionsArePinned$$' . -args -repredict-realcp-scale
+
 .PHONY: realcp-scale
 ## realcp-scale: kube-proxy v1.36.3's binary (or KUBE_PROXY) over generated clusters of REALCP_SCALE Services
 ## (created through the real API server), its logged sync durations and CPU against the default cost profile's

@@ -126,11 +126,19 @@ func benchCompute(b *testing.B, mode string, n int, full, upstream bool) {
 
 // processCPU is the process's user and system time so far.
 func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cpuTime()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
+}
+
+func cpuTime() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 func ptrOr[T any](p *T, d T) T {
@@ -147,11 +155,11 @@ type iptCompute struct {
 	upstream bool
 }
 
-func newIPTCompute(b *testing.B, upstream bool) *iptCompute {
+func newIPTCompute(tb testing.TB, upstream bool) *iptCompute {
 	p, err := newIPTPair(iptConfig{family: v1.IPv4Protocol, masqueradeBit: 14, localhostNodePorts: true, randomFully: true,
 		syncPeriod: time.Hour, clusterCIDR: "10.128.0.0/9", nodeIP: "192.168.0.2"})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	p.kIPT.discard, p.oIPT.discard = true, true
 	return &iptCompute{p: p, upstream: upstream}
@@ -211,6 +219,16 @@ func (s *iptCompute) sync(full bool, changed *discovery.EndpointSlice) {
 	_ = s.p.o.SyncProxyRules()
 }
 
+func (s *iptCompute) changeService(old, cur *v1.Service) {
+	if s.upstream {
+		s.p.k.OnServiceUpdate(old, cur)
+		s.p.k.OnServiceSynced() // syncs directly
+		return
+	}
+	s.p.o.OnServiceUpdate(old, cur)
+	_ = s.p.o.SyncProxyRules()
+}
+
 // --- nftables ---
 
 // discardNFT builds nothing: its transactions are dropped, and listing
@@ -222,13 +240,23 @@ func (discardNFT) Run(context.Context, *knftables.Transaction) error { return ni
 type kubeNFTCompute struct{ p *kproxynft.Proxier }
 
 func newKubeNFTCompute(b *testing.B) *kubeNFTCompute {
-	p, err := kproxynft.NewProxier(context.Background(), v1.IPv4Protocol, time.Hour, time.Second, false, 14,
-		proxyutil.NewDetectLocalByCIDR("10.128.0.0/9"), nodeName, nodeIP4, nil, nil, nil, false)
+	s, err := newKubeNFT()
 	if err != nil {
 		b.Skipf("kube-proxy's nftables NewProxier (run the benchmark under unshare -rn): %v", err)
 	}
+	return s
+}
+
+// newKubeNFT is kube-proxy's nftables proxier with its transactions
+// discarded. Its NewProxier runs nft (a namespace of one's own, please).
+func newKubeNFT() (*kubeNFTCompute, error) {
+	p, err := kproxynft.NewProxier(context.Background(), v1.IPv4Protocol, time.Hour, time.Second, false, 14,
+		proxyutil.NewDetectLocalByCIDR("10.128.0.0/9"), nodeName, nodeIP4, nil, nil, nil, false)
+	if err != nil {
+		return nil, err
+	}
 	setUnexported(p, "nftables", knftables.Interface(discardNFT{knftables.NewFake(knftables.IPv4Family, nftables.Table)}))
-	return &kubeNFTCompute{p: p}
+	return &kubeNFTCompute{p: p}, nil
 }
 
 func (s *kubeNFTCompute) add(svcs []*v1.Service, slices []*discovery.EndpointSlice) {
@@ -248,6 +276,11 @@ func (s *kubeNFTCompute) sync(full bool, changed *discovery.EndpointSlice) {
 	} else {
 		s.p.OnEndpointSliceUpdate(nil, changed)
 	}
+	s.p.OnServiceSynced() // syncs directly
+}
+
+func (s *kubeNFTCompute) changeService(old, cur *v1.Service) {
+	s.p.OnServiceUpdate(old, cur)
 	s.p.OnServiceSynced() // syncs directly
 }
 
@@ -285,5 +318,10 @@ func (s *ourNFTCompute) sync(full bool, changed *discovery.EndpointSlice) {
 	} else {
 		_ = s.p.OnEndpointSliceUpdate(nil, changed)
 	}
+	_ = s.p.SyncProxyRules()
+}
+
+func (s *ourNFTCompute) changeService(old, cur *v1.Service) {
+	s.p.OnServiceUpdate(old, cur)
 	_ = s.p.SyncProxyRules()
 }

@@ -251,6 +251,18 @@ func opener(dataplane string) (func() (*kernel, error), error) {
 		costprofile.IPTablesNFT, costprofile.IPTablesLegacy, costprofile.NFTables)
 }
 
+// ClusterSpec is the generated cluster of a shape: what calibrate programs,
+// and what a profile's compute part is timed on (e2e/upstream).
+func ClusterSpec(sh Shape, seed uint64) clustergen.Spec {
+	return clustergen.Spec{
+		Seed: seed, Services: sh.Services, Nodes: 10,
+		EndpointsPerService: clustergen.Mix[int]{sh.EndpointsPerService: 1},
+		Types:               clustergen.Mix[v1.ServiceType]{v1.ServiceTypeClusterIP: 8, v1.ServiceTypeNodePort: 1, v1.ServiceTypeLoadBalancer: 1},
+		// Wide enough for 20,000 Services' node ports.
+		NodePortRange: "20000-60000",
+	}
+}
+
 // measure programs one cluster into a fresh namespace: a new node's full
 // sync, a partial sync after one endpoint changed, one after one Service
 // changed, and a restart's full sync over the table left there.
@@ -259,13 +271,7 @@ func measure(dataplane string, sh Shape, seed uint64) ([]Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := clustergen.Generate(clustergen.Spec{
-		Seed: seed, Services: sh.Services, Nodes: 10,
-		EndpointsPerService: clustergen.Mix[int]{sh.EndpointsPerService: 1},
-		Types:               clustergen.Mix[v1.ServiceType]{v1.ServiceTypeClusterIP: 8, v1.ServiceTypeNodePort: 1, v1.ServiceTypeLoadBalancer: 1},
-		// Wide enough for 20,000 Services' node ports.
-		NodePortRange: "20000-60000",
-	})
+	c, err := clustergen.Generate(ClusterSpec(sh, seed))
 	if err != nil {
 		return nil, err
 	}

@@ -98,10 +98,30 @@ const (
 type Term struct {
 	Kind    Kind    `json:"kind"`
 	Measure Measure `json:"measure"`
-	Curve   Curve   `json:"curve"`
-	// Points are the measured sizes (in Measure's unit) and timings the
-	// curve was fitted on.
+	// Plus weighs other measures into the size, in Measure's units: a
+	// proxy's compute walks every Service port and every endpoint, at a
+	// different cost each, so its size is servicePorts plus a fitted
+	// fraction of endpoints.
+	Plus  []Addend `json:"plus,omitempty"`
+	Curve Curve    `json:"curve"`
+	// Points are the measured sizes (in Measure's unit, with Plus) and
+	// timings the curve was fitted on.
 	Points []Point `json:"points,omitempty"`
+}
+
+// Addend is a measure weighed into a term's size.
+type Addend struct {
+	Measure Measure `json:"measure"`
+	Weight  float64 `json:"weight"`
+}
+
+// Size is a term's size of a sync's work: its measure, plus its addends.
+func (t *Term) Size(w sim.SyncWork) float64 {
+	x := Measures[t.Measure](w)
+	for _, a := range t.Plus {
+		x += a.Weight * Measures[a.Measure](w)
+	}
+	return x
 }
 
 // Measure names a size of a sync's work (see Measures).
@@ -242,7 +262,7 @@ func (t *Term) at(w sim.SyncWork) float64 {
 	if t == nil {
 		return 0
 	}
-	return t.Curve.At(Measures[t.Measure](w))
+	return t.Curve.At(t.Size(w))
 }
 
 // KernelSeconds is the kernel side of a sync: the writes of its kind (a
@@ -374,6 +394,14 @@ func checkTerms(at string, ts []Term, kinds []Kind) []error {
 		seen[t.Kind] = true
 		if _, ok := Measures[t.Measure]; !ok {
 			errs = append(errs, fmt.Errorf("%s.measure: unknown %q (want one of %s)", here, t.Measure, strings.Join(MeasureNames(), ", ")))
+		}
+		for j, a := range t.Plus {
+			if _, ok := Measures[a.Measure]; !ok {
+				errs = append(errs, fmt.Errorf("%s.plus[%d].measure: unknown %q (want one of %s)", here, j, a.Measure, strings.Join(MeasureNames(), ", ")))
+			}
+			if a.Weight < 0 || math.IsNaN(a.Weight) || math.IsInf(a.Weight, 0) {
+				errs = append(errs, fmt.Errorf("%s.plus[%d].weight: %v is not a finite weight of 0 or more", here, j, a.Weight))
+			}
 		}
 		if err := t.Curve.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s.curve: %w", here, err))

@@ -97,6 +97,38 @@ func TestParseNamesTheField(t *testing.T) {
 	}
 }
 
+// A term's Plus weighs other measures into its size, and a profile
+// refuses an addend it cannot read or a weight below 0.
+func TestTermPlusWeighsAddends(t *testing.T) {
+	tm := &Term{Kind: Full, Measure: "servicePorts", Plus: []Addend{{Measure: "endpoints", Weight: 0.25}},
+		Curve: Curve{Form: Linear, Params: []float64{0.5, 2}}}
+	w := sim.SyncWork{Full: true, ServicePorts: 10, Endpoints: 40}
+	if got := tm.Size(w); got != 20 {
+		t.Errorf("size %v, want 10 + 0.25·40 = 20", got)
+	}
+	if got := tm.at(w); got != 40.5 {
+		t.Errorf("at %v, want 0.5 + 2·20 = 40.5", got)
+	}
+	m := &ModeProfile{Dataplane: NFTables, Compute: []Term{*tm}}
+	if got := m.ComputeSeconds(w); got != 40.5 {
+		t.Errorf("compute %v, want 40.5", got)
+	}
+	for _, c := range []struct {
+		a    Addend
+		want string
+	}{
+		{Addend{Measure: "pods", Weight: 1}, `compute[0].plus[0].measure: unknown "pods"`},
+		{Addend{Measure: "endpoints", Weight: -1}, `compute[0].plus[0].weight: -1 is not a finite weight`},
+	} {
+		bad := *tm
+		bad.Plus = []Addend{c.a}
+		p := &Profile{Name: "x", Modes: []ModeProfile{{Dataplane: NFTables, Compute: []Term{bad}}}}
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.a, err, c.want)
+		}
+	}
+}
+
 func TestMarshalRoundTrips(t *testing.T) {
 	p := handProfile(t)
 	b, err := p.Marshal()
@@ -137,6 +169,21 @@ func TestDefaultProfile(t *testing.T) {
 		}
 		if len(mp.HeldOut) == 0 {
 			t.Errorf("%s: no held-out errors", d)
+		}
+		// kube-proxy's own compute (make calibrate-compute), fitted
+		// within the ±25 % the kernel part is held to.
+		for _, k := range []Kind{Full, Partial} {
+			tm := term(mp.Compute, k)
+			if tm == nil || len(tm.Points) < 4 {
+				t.Errorf("%s compute %s: no term or too few points", d, k)
+				continue
+			}
+			if tm.Curve.HeldOutError > 0.25 {
+				t.Errorf("%s compute %s: held-out error %.1f %% over 25 %%", d, k, 100*tm.Curve.HeldOutError)
+			}
+		}
+		if !strings.Contains(mp.ComputeSource, "kube-proxy v1.36.3") {
+			t.Errorf("%s: computeSource %q does not say whose code was timed", d, mp.ComputeSource)
 		}
 	}
 	if _, err := Named("nosuch"); err == nil || !strings.Contains(err.Error(), "built in: default") {
