@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/controllers"
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
@@ -710,7 +711,7 @@ func TestYAMLSnippets(t *testing.T) {
 					continue
 				}
 				if string(data) != body {
-					t.Errorf("%s: the block is not %s as it is now:\n%s", where, f, firstDiff(body, string(data)))
+					t.Errorf("%s: the block is not %s as it is now (-shown +file):\n%s", where, f, cmp.Diff(strings.Split(body, "\n"), strings.Split(string(data), "\n")))
 				}
 				if _, err := scenarios.Load(filepath.Join(root, f)); err != nil {
 					t.Errorf("%s: %s does not load:\n%v", where, f, err)
@@ -738,22 +739,6 @@ func TestYAMLSnippets(t *testing.T) {
 }
 
 // firstDiff shows the first line where two texts differ.
-func firstDiff(shown, file string) string {
-	a, b := strings.Split(shown, "\n"), strings.Split(file, "\n")
-	for i := 0; i < len(a) || i < len(b); i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d of the block:\n  shown: %s\n  file:  %s", i+1, x, y)
-		}
-	}
-	return ""
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

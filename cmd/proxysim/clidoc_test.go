@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 )
 
@@ -34,7 +34,7 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 		t.Fatalf("%v: run `make docs`", err)
 	}
 	if !bytes.Equal(got, b.Bytes()) {
-		t.Errorf("%s is stale: run `make docs` and commit the result. First difference:\n%s", cliReferenceFile, firstDifference(string(got), b.String()))
+		t.Errorf("%s is stale: run `make docs` and commit the result. Differences (-file +generated):\n%s", cliReferenceFile, cmp.Diff(strings.Split(string(got), "\n"), strings.Split(b.String(), "\n")))
 	}
 }
 
@@ -63,21 +63,4 @@ func TestCLIReferenceCoversEveryCommandAndFlag(t *testing.T) {
 	if got := strings.Count(page, "\n## proxysim "); got != n {
 		t.Errorf("the reference has %d subcommand sections, the tree %d commands", got, n)
 	}
-}
-
-func firstDifference(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y)
-		}
-	}
-	return "(none)"
 }
