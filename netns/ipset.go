@@ -1,7 +1,6 @@
 package netns
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,9 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
-
-	vnetns "github.com/vishvananda/netns"
 
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
@@ -54,36 +50,14 @@ func (n *Namespace) IPSets() (*IPSets, error) {
 	return &IPSets{ns: n, bin: bin}, nil
 }
 
-// runTool executes bin with args inside the namespace, with stdin, and
-// returns stdout; a failure carries stderr. It refuses to run anywhere but
-// in n: the host's own tables must never be what a command changes.
+// runTool executes bin with args inside the namespace (runIn), and
+// returns stdout; a failure carries stderr.
 func (n *Namespace) runTool(bin, stdin string, env []string, args ...string) (string, error) {
-	var out, errb bytes.Buffer
-	err := n.Do(func() error {
-		cur, err := vnetns.Get()
-		if err != nil {
-			return err
-		}
-		here := cur.Equal(n.handle)
-		cur.Close()
-		if !here {
-			return fmt.Errorf("refusing to run %s outside namespace %s", bin, n.Name)
-		}
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		cmd.Stdin = strings.NewReader(stdin)
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		return cmd.Run()
-	})
+	out, stderr, err := n.runIn(bin, args, stdin, env...)
 	if err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return out.String(), fmt.Errorf("%s %s: %s", bin, strings.Join(args, " "), msg)
+		return out, fmt.Errorf("%s %s: %s", bin, strings.Join(args, " "), failure(stderr, err))
 	}
-	return out.String(), nil
+	return out, nil
 }
 
 func (s *IPSets) run(args ...string) (string, error) { return s.ns.runTool(s.bin, "", nil, args...) }

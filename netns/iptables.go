@@ -1,15 +1,11 @@
 package netns
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
-
-	vnetns "github.com/vishvananda/netns"
 
 	"github.com/proxysim/proxysim/sim/iptables"
 )
@@ -88,40 +84,14 @@ func (n *Namespace) IPTables(b IPTablesBackend) (*IPTables, error) {
 // Backend is the backend the rules go through.
 func (i *IPTables) Backend() IPTablesBackend { return i.backend }
 
-// run executes `<multi-binary> tool args...` inside the namespace, with
-// stdin, and returns stdout; a failure carries stderr.
+// run executes `<multi-binary> tool args...` inside the namespace
+// (runIn), with stdin, and returns stdout; a failure carries stderr.
 func (i *IPTables) run(stdin string, tool string, args ...string) (string, error) {
-	var out, errb bytes.Buffer
-	err := i.ns.Do(func() error {
-		// The child is forked from this goroutine's locked thread, so it
-		// starts in the namespace; make sure, as the host's own tables
-		// must never be what a command changes.
-		cur, err := vnetns.Get()
-		if err != nil {
-			return err
-		}
-		here := cur.Equal(i.ns.handle)
-		cur.Close()
-		if !here {
-			return fmt.Errorf("refusing to run %s outside namespace %s", tool, i.ns.Name)
-		}
-		cmd := exec.Command(i.bin, append([]string{tool}, args...)...)
-		cmd.Env = append(os.Environ(), "XTABLES_LOCKFILE="+xtablesLock)
-		// Killed with this thread (this goroutine holds it until the
-		// child is reaped), so a killed proxysim leaves no restore running.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		cmd.Stdin = strings.NewReader(stdin)
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		return cmd.Run()
-	})
+	out, stderr, err := i.ns.runIn(i.bin, append([]string{tool}, args...), stdin, "XTABLES_LOCKFILE="+xtablesLock)
 	if err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return out.String(), &iptables.RestoreError{Msg: fmt.Sprintf("%s %s (%s): %s", tool, strings.Join(args, " "), i.backend, msg)}
+		return out, &iptables.RestoreError{Msg: fmt.Sprintf("%s %s (%s): %s", tool, strings.Join(args, " "), i.backend, failure(stderr, err))}
 	}
-	return out.String(), nil
+	return out, nil
 }
 
 // Restore is `iptables-restore --noflush --counters -w 5` of the payload,

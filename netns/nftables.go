@@ -3,7 +3,6 @@ package netns
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 
 	"sigs.k8s.io/knftables"
@@ -77,19 +76,11 @@ func (t *NFTables) ListCounters(ctx context.Context) (out []*knftables.Counter, 
 // ListTable is `nft list table FAMILY TABLE` run in the namespace: the
 // table as the kernel prints it, for people to read.
 func (t *NFTables) ListTable(family knftables.Family, table string) (string, error) {
-	var out []byte
-	err := t.ns.Do(func() error {
-		var err error
-		var stderr strings.Builder
-		cmd := exec.Command("nft", "list", "table", string(family), table)
-		cmd.Stderr = &stderr
-		out, err = cmd.Output()
-		if err != nil {
-			return fmt.Errorf("nft list table: %w: %s", err, strings.TrimSpace(stderr.String()))
-		}
-		return nil
-	})
-	return string(out), err
+	out, stderr, err := t.ns.runIn("nft", []string{"list", "table", string(family), table}, "")
+	if err != nil {
+		return "", fmt.Errorf("nft list table: %w: %s", err, strings.TrimSpace(stderr))
+	}
+	return out, nil
 }
 
 // Verify compares the table in the namespace with dump (an `nft -f`
@@ -122,18 +113,8 @@ func (t *NFTables) Verify(dump string) error {
 
 // load runs `nft -f -` with text in the namespace, and lists the table.
 func (t *NFTables) load(text string, family knftables.Family, table string) (string, error) {
-	err := t.ns.Do(func() error {
-		var stderr strings.Builder
-		cmd := exec.Command("nft", "-f", "-")
-		cmd.Stdin = strings.NewReader(text)
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("nft -f: %w: %s", err, strings.TrimSpace(stderr.String()))
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
+	if _, stderr, err := t.ns.runIn("nft", []string{"-f", "-"}, text); err != nil {
+		return "", fmt.Errorf("nft -f: %w: %s", err, strings.TrimSpace(stderr))
 	}
 	return t.ListTable(family, table)
 }
