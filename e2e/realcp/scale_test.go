@@ -713,15 +713,11 @@ func TestScalePredictionsArePinned(t *testing.T) {
 	if len(pts) == 0 {
 		t.Fatalf("%s holds no points", scaleGolden)
 	}
-	type key struct {
-		d string
-		n int
-	}
-	done := map[key][]scalePoint{}
 	if *repredictScale {
 		repredict(t, pts)
 		return
 	}
+	preds := predictions{}
 	for _, p := range pts {
 		for _, e := range scaleMisses(p) {
 			t.Errorf("pinned %s", e)
@@ -729,27 +725,48 @@ func TestScalePredictionsArePinned(t *testing.T) {
 		if p.Services > 2000 {
 			continue
 		}
-		k := key{p.Dataplane, p.Services}
-		if _, ok := done[k]; !ok {
-			s, err := scaleScenario(p.Dataplane, p.Services)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, pred, err := predictScale(s, p.Dataplane, p.Services)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done[k] = pred
-		}
-		for _, q := range done[k] {
-			if q.Kind != p.Kind {
-				continue
-			}
+		if q, ok := preds.of(t, p); ok {
 			if got, want := fmt.Sprintf("%.3f %.3f", q.Cost(), q.Kernel), fmt.Sprintf("%.3f %.3f", p.Cost(), p.Kernel); got != want {
-				t.Errorf("%s %d %s: proxysim now predicts (charged, kernel) %s s, the pinned point %s s: measure again (make realcp-scale REALCP_SCALE_UPDATE=1)", p.Dataplane, p.Services, p.Kind, got, want)
+				t.Errorf("%s %d %s: proxysim now predicts (charged, kernel) %s s, the pinned point %s s: after a change to the model or the profile, make realcp-scale-repredict; to kube-proxy or the machine, measure again (make realcp-scale REALCP_SCALE_UPDATE=1)", p.Dataplane, p.Services, p.Kind, got, want)
 			}
 		}
 	}
+}
+
+// predictions are proxysim's predictions of the pinned points, each
+// cluster (dataplane and size) replayed once.
+type predictions map[clusterKey][]scalePoint
+
+// clusterKey is a generated cluster of the scale run: a dataplane and a
+// number of Services.
+type clusterKey struct {
+	d string
+	n int
+}
+
+// of is the prediction of p's sync, false when proxysim has none of its
+// kind.
+func (m predictions) of(t *testing.T, p scalePoint) (scalePoint, bool) {
+	t.Helper()
+	k := clusterKey{p.Dataplane, p.Services}
+	if _, ok := m[k]; !ok {
+		s, err := scaleScenario(p.Dataplane, p.Services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, pred, err := predictScale(s, p.Dataplane, p.Services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[k] = pred
+		t.Logf("%s %d Services: predicted", p.Dataplane, p.Services)
+	}
+	for _, q := range m[k] {
+		if q.Kind == p.Kind {
+			return q, true
+		}
+	}
+	return scalePoint{}, false
 }
 
 // repredict rewrites the pinned table with today's predictions beside the
@@ -768,29 +785,10 @@ func repredict(t *testing.T, pts []scalePoint) {
 	}
 	notes = slices.DeleteFunc(notes, func(l string) bool { return strings.HasPrefix(l, "# predictions recomputed") })
 	notes = append(notes, "# predictions recomputed "+time.Now().UTC().Format("2006-01-02")+" from the default profile (make realcp-scale-repredict); the measured columns are the run's")
-	type key struct {
-		d string
-		n int
-	}
-	preds := map[key][]scalePoint{}
+	preds := predictions{}
 	for i, p := range pts {
-		k := key{p.Dataplane, p.Services}
-		if _, ok := preds[k]; !ok {
-			s, err := scaleScenario(p.Dataplane, p.Services)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, pred, err := predictScale(s, p.Dataplane, p.Services)
-			if err != nil {
-				t.Fatal(err)
-			}
-			preds[k] = pred
-			t.Logf("%s %d Services: predicted", p.Dataplane, p.Services)
-		}
-		for _, q := range preds[k] {
-			if q.Kind == p.Kind {
-				pts[i].Kernel, pts[i].Compute = q.Kernel, q.Compute
-			}
+		if q, ok := preds.of(t, p); ok {
+			pts[i].Kernel, pts[i].Compute = q.Kernel, q.Compute
 		}
 	}
 	if err := os.WriteFile(scaleGolden, []byte(scaleTableNoted(pts, strings.Join(notes, "\n"))), 0o644); err != nil {
