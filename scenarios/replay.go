@@ -156,8 +156,10 @@ type replayer struct {
 }
 
 type pendingCheck struct {
-	step     int
-	e        *Expect
+	step int
+	e    *Expect
+	// checks are the parts of e checked (all of them, but in a bubble).
+	checks   []Expectation
 	deadline time.Duration
 	last     []Failure
 }
@@ -393,23 +395,24 @@ func (r *replayer) act(i int, st *Step) error {
 
 // expect checks e now, or registers it to be checked until its deadline.
 func (r *replayer) expect(step int, e *Expect) {
-	fails := r.check(step, e)
+	fails := r.check(step, e, e.Checks)
 	if len(fails) == 0 {
 		r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect", step)})
 		return
 	}
 	if e.Within != nil && e.Within.D() > 0 {
-		r.pending = append(r.pending, &pendingCheck{step: step, e: e, deadline: r.w.Now() + e.Within.D(), last: fails})
+		r.pending = append(r.pending, &pendingCheck{step: step, e: e, checks: e.Checks, deadline: r.w.Now() + e.Within.D(), last: fails})
 		return
 	}
 	r.fail(fails)
 }
 
-// check evaluates every part of an expectation at the current instant.
-func (r *replayer) check(step int, e *Expect) []Failure {
+// check evaluates the parts checks of an expectation at the current
+// instant.
+func (r *replayer) check(step int, e *Expect, checks []Expectation) []Failure {
 	r.res.Checks++
 	run := &Run{r: r, step: step, src: e.Src}
-	for _, c := range e.Checks {
+	for _, c := range checks {
 		c.Check(run)
 	}
 	return run.fails
@@ -422,7 +425,7 @@ func (r *replayer) evalPending() {
 	now := r.w.Now()
 	kept := r.pending[:0]
 	for _, p := range r.pending {
-		fails := r.check(p.step, p.e)
+		fails := r.check(p.step, p.e, p.checks)
 		switch {
 		case len(fails) == 0:
 			r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect (within)", p.step)})

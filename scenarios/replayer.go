@@ -95,21 +95,16 @@ func (p *Replayer) Act(step int, actions []Action) error {
 
 // Expect checks the parts checks of timeline[step]'s expect block e now
 // (one check counted): what does not hold is a failure, or with e.Within
-// the block stays pending until CheckPending finds it holds or its
-// deadline passes. A pending block is re-checked whole (every part of e).
+// the block stays pending, the same parts re-checked, until CheckPending
+// finds they hold or its deadline passes.
 func (p *Replayer) Expect(step int, e *Expect, checks []Expectation) {
 	r := p.r
-	r.res.Checks++
-	run := &Run{r: r, step: step, src: e.Src}
-	for _, c := range checks {
-		c.Check(run)
-	}
-	fails := run.fails
+	fails := r.check(step, e, checks)
 	if len(fails) == 0 {
 		return
 	}
 	if e.Within != nil && e.Within.D() > 0 {
-		r.pending = append(r.pending, &pendingCheck{step: step, e: e, deadline: r.w.Now() + e.Within.D(), last: fails})
+		r.pending = append(r.pending, &pendingCheck{step: step, e: e, checks: checks, deadline: r.w.Now() + e.Within.D(), last: fails})
 		return
 	}
 	r.fail(fails)

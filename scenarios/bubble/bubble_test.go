@@ -118,3 +118,39 @@ timeline:
 		t.Error("the restore after the fault succeeded")
 	}
 }
+
+// An expect block with within is re-checked, until it holds, for the parts
+// the proxy under test is checked for only: a skipped part (syncs, which
+// counts proxysim's runner) does not hold it pending.
+func TestReplayRechecksOnlyWhatItChecks(t *testing.T) {
+	s, err := scenarios.Parse("within.yaml", []byte(`name: within
+proxy: {mode: iptables, version: v1.34.0}
+timeline:
+  - at: 1s
+    expect:
+      within: 2s
+      dataplaneOps: {atLeast: 1}
+      syncs: {count: 99}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := func(ctx context.Context, env bubble.ProxyEnv) error {
+		select {
+		case <-time.After(1500 * time.Millisecond):
+			if err := env.IPTables.Restore("*nat\nCOMMIT\n"); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+		}
+		<-ctx.Done()
+		return nil
+	}
+	res, err := bubble.Replay(t, s, proxy, bubble.Options{SkipUnsupported: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed() || len(res.Skipped) != 1 || res.Skipped[0].Key != "syncs" {
+		t.Errorf("want dataplaneOps to hold at the proxy's write and syncs skipped:\n%s", res.Report())
+	}
+}
