@@ -6,7 +6,6 @@ import (
 
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
-	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
 
@@ -31,16 +30,8 @@ func NewReplayer(s *Scenario, dp Dataplane, clk *vclock.Clock, newBackend func(*
 		opts.ContextLines = 12
 	}
 	r := &replayer{s: s, opts: opts, dp: dp, budget: newBudget(opts)}
-	p := s.Proxy
-	resync := sim.DefaultResyncPeriod
-	if p.ConfigSyncPeriod != nil {
-		if resync = p.ConfigSyncPeriod.D(); resync == 0 {
-			resync = -1
-		}
-	}
-	rc := RunnerConfig(p)
-	cfg := sim.Config{Runner: rc, Clock: clk, NodeName: p.NodeName, Zone: p.Zone, ResyncPeriod: resync, Cost: p.SyncCost.Model(),
-		Endpoints: proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: rc.Generation == runner.Burst}, NewBackend: newBackend}
+	cfg := worldConfig(s.Proxy, clk)
+	cfg.NewBackend = newBackend
 	w, err := sim.NewWorld(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.File, err)
@@ -76,21 +67,10 @@ func (p *Replayer) Result() *Result { return p.r.res }
 // An error means the step could not act (file:line:column: timeline[i]:
 // ...), or a churn it started failed.
 func (p *Replayer) Act(step int, actions []Action) error {
-	r := p.r
-	st := &r.s.Timeline[step]
-	run := &Run{r: r, step: step, src: st.Src}
-	if st.Note != "" {
-		run.Step("note", "", st.Note)
+	if err := p.r.act(step, actions); err != nil {
+		return err
 	}
-	for _, a := range actions {
-		if err := a.Do(run); err != nil {
-			return fmt.Errorf("%s: %w", run.where(), err)
-		}
-	}
-	if len(run.fails) > 0 {
-		r.fail(run.fails)
-	}
-	return r.churnErr
+	return p.r.churnErr
 }
 
 // Expect checks the parts checks of timeline[step]'s expect block e now
