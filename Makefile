@@ -245,3 +245,11 @@ realcp-scale:
 	@[ "$$(id -u)" = 0 ] || { echo "make realcp-scale needs root"; exit 1; }
 	bash netns/hostdeps.sh
 	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 0 -v -run '^TestSyncDurationsAtScale$$' . -args -realcp-scale $(REALCP_SCALE) -realcp-scale-modes $(REALCP_SCALE_MODES) -realcp-scale-cap $(REALCP_SCALE_CAP) $(if $(REALCP_SCALE_UPDATE),-update-realcp-scale)
+
+## same-traces: a refactoring changed no behaviour: every bundled scenario's
+## trace, trace --work and replay output, from proxysim built at BASE
+## (default main) and from the working tree, byte for byte (~2.5 min here)
+BASE ?= main
+.PHONY: same-traces
+same-traces:
+	GO=$(GO) bash e2e/same-traces.sh $(BASE)

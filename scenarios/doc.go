@@ -4,9 +4,10 @@
 // docs/scenario-format.md.
 //
 // The entry points: Load, LoadLibrary or Parse a scenario; Replay it on
-// proxysim's engine and print the Result with Report (what the CLI does);
-// or ReplayInBubble, to replay it against a proxy of your own in a
-// testing/synctest bubble. The package's examples show each.
+// proxysim's engine and print the Result with Report (what the CLI does).
+// To replay it against a proxy of your own in a testing/synctest bubble,
+// see scenarios/bubble, which steps a replay through Replayer. The
+// package's examples show each.
 //
 // Loading never runs anything: a file with any problem is rejected whole,
 // with every problem reported as file:line:column: field.path: message.
@@ -21,7 +22,9 @@
 // The format and its replay are one package on purpose: each part of a
 // timeline (a step action, a fault, an expectation) is one type that checks
 // itself when the file loads (Validate) and acts or checks when it replays
-// (Do, Check), and a mode or a controller plugs parts into both at once.
+// (Do, Check, given a Run of this package's replay), and a mode or a
+// controller plugs parts into both at once. The bubble, which drives the
+// replay otherwise, is its own package (scenarios/bubble) over Replayer.
 // The files, by concern:
 //
 //   - The file format and its loading: scenario.go (the types of a file);
@@ -42,18 +45,19 @@
 //     expect_*.go (expectations), goldens.go (a mode's golden, and
 //     --update), synccost.go (syncCost).
 //   - The replay: replay.go (Replay, Options, Result: the world built,
-//     the timeline stepped, expectations checked), run.go (what a part
-//     sees while it replays), budget.go (the event and memory budget),
-//     clusterrun.go (cluster.pools replayed in one world), report.go
-//     (Report, for a person), summary.go (Summarize, for a sweep).
-//   - The bubble: bubble.go (ReplayInBubble: the same timeline against a
-//     proxy of one's own in a testing/synctest bubble; it steps the
-//     replayer itself, so it shares the replay's unexported state) and
-//     bubble_compare.go (BubbleOptions.Compare: proxysim's model of
-//     kube-proxy beside it).
+//     the timeline stepped, expectations checked), replayer.go (Replayer:
+//     the same pieces a step at a time, for a driver that holds the clock
+//     itself), run.go (what a part sees while it replays), budget.go (the
+//     event and memory budget), clusterrun.go (cluster.pools replayed in
+//     one world), report.go (Report, for a person), summary.go (Summarize,
+//     for a sweep).
 //
-// Around it: scenarios/clusterimport writes a scenario for a node of a real
-// cluster; the modes (scenarios/ipvsmode, iptablesmode, nftablesmode), the
-// controllers (scenarios/controllers, ingressnginx) and routeexpect plug in;
+// Around it: scenarios/bubble replays the same timeline against a proxy of
+// one's own in a testing/synctest bubble (Replay, and Options.Compare:
+// proxysim's model of kube-proxy beside it), stepping a Replayer;
+// scenarios/clusterimport writes a scenario for a node of a real cluster;
+// the modes (scenarios/ipvsmode, iptablesmode, nftablesmode), the
+// controllers (scenarios/controllers, ingressnginx) and routeexpect plug in
+// (a mode that hosts a proxy under test implements bubble.OwnProxyMode);
 // scenarios/suite, sweep, migrate and report build on Load and Replay.
 package scenarios

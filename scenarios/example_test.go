@@ -1,12 +1,7 @@
 package scenarios_test
 
 import (
-	"context"
 	"fmt"
-	"testing"
-
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/knftables"
 
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
@@ -62,34 +57,4 @@ timeline:
 	}
 	// Output:
 	// inline.yaml:10: timeline[1].expect.syncs.count: expected 1, got 2 ([0s 1s])
-}
-
-// Replay a scenario against your own proxy in a testing/synctest bubble,
-// compared with proxysim's model of kube-proxy at every step. It needs the
-// *testing.T of a test, so this example is compiled but not run;
-// examples/naiveproxy's tests run the same calls.
-func ExampleReplayInBubble() {
-	testMyProxy := func(t *testing.T) {
-		s, err := scenarios.LoadLibrary("nftables-clusterip-spread")
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := scenarios.ReplayInBubble(t, s, func(ctx context.Context, env scenarios.ProxyEnv) error {
-			return runMyProxy(ctx, env.Client, env.NFTables) // until ctx is cancelled
-		}, scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
-		if err != nil {
-			t.Fatal(err) // the scenario asks for something a bubble cannot honour
-		}
-		if !res.Passed() {
-			t.Fatal(res.Report())
-		}
-	}
-	_ = testMyProxy
-}
-
-// runMyProxy stands for your proxy's main loop in ExampleReplayInBubble.
-func runMyProxy(ctx context.Context, client kubernetes.Interface, nft knftables.Interface) error {
-	_, _ = client, nft
-	<-ctx.Done()
-	return nil
 }

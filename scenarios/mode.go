@@ -171,6 +171,18 @@ func checkKeys(what string, core reflect.Type, parts []reflect.Type) {
 	}
 }
 
+// PartKeys lists the yaml keys of part (an Action or an Expectation) that
+// its mapping, src, set: what the part is called in the file.
+func PartKeys(part any, src Src) []string {
+	var out []string
+	for _, k := range keysOf(reflect.TypeOf(part)) {
+		if _, ok := src.Keys[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // keysOf lists the yaml keys of a struct type (or pointer to one).
 func keysOf(t reflect.Type) []string {
 	if t.Kind() == reflect.Pointer {

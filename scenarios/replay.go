@@ -156,10 +156,36 @@ type replayer struct {
 }
 
 type pendingCheck struct {
-	step     int
-	e        *Expect
+	step int
+	e    *Expect
+	// checks are the parts of e checked (all of them, but in a bubble).
+	checks   []Expectation
 	deadline time.Duration
 	last     []Failure
+}
+
+// worldConfig is the world of a scenario's proxy on clk: its runner,
+// resync period, node, zone and sync cost.
+func worldConfig(p Proxy, clk *vclock.Clock) sim.Config {
+	resync := sim.DefaultResyncPeriod
+	if p.ConfigSyncPeriod != nil {
+		resync = p.ConfigSyncPeriod.D()
+		if resync == 0 {
+			resync = -1
+		}
+	}
+	rc := RunnerConfig(p)
+	return sim.Config{
+		Runner: rc,
+		Clock:  clk,
+		// Node hints arrived with PreferSameTrafficDistribution, on from
+		// v1.34: the release that also brought the cooldown runner.
+		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: rc.Generation == runner.Burst},
+		NodeName:     p.NodeName,
+		Zone:         p.Zone,
+		ResyncPeriod: resync,
+		Cost:         p.SyncCost.Model(),
+	}
 }
 
 // Replay runs a scenario and checks its expectations. An error means the
@@ -186,28 +212,9 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	defer dp.Close()
 	r := &replayer{s: s, opts: opts, dp: dp, budget: newBudget(opts)}
-	p := s.Proxy
-	resync := sim.DefaultResyncPeriod
-	if p.ConfigSyncPeriod != nil {
-		resync = p.ConfigSyncPeriod.D()
-		if resync == 0 {
-			resync = -1
-		}
-	}
-	rc := RunnerConfig(p)
-	cfg := sim.Config{
-		Runner: rc,
-		Clock:  clk,
-		// Node hints arrived with PreferSameTrafficDistribution, on from
-		// v1.34: the release that also brought the cooldown runner.
-		Endpoints:    proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: rc.Generation == runner.Burst},
-		NodeName:     p.NodeName,
-		Zone:         p.Zone,
-		ResyncPeriod: resync,
-		Cost:         p.SyncCost.Model(),
-		NewBackend:   dp.NewBackend,
-		TraceWork:    opts.TraceWork,
-	}
+	cfg := worldConfig(s.Proxy, clk)
+	cfg.NewBackend = dp.NewBackend
+	cfg.TraceWork = opts.TraceWork
 	if reg, err := kpmetrics.New(mode.Name(), "IPv4"); err == nil {
 		r.metrics = reg
 		cfg.Metrics = reg
@@ -281,7 +288,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		if err := r.advanceTo(st.At.D()); err != nil {
 			return nil, err
 		}
-		if err := r.act(i, st); err != nil {
+		if err := r.act(i, st.Actions); err != nil {
 			return nil, err
 		}
 		if r.churnErr != nil {
@@ -372,13 +379,15 @@ func (r *replayer) firstDeadline() (time.Duration, bool) {
 	return first, len(r.pending) > 0
 }
 
-// act runs a step's note and action.
-func (r *replayer) act(i int, st *Step) error {
+// act runs timeline[i]'s note and actions (all of the step's, but in a
+// bubble).
+func (r *replayer) act(i int, actions []Action) error {
+	st := &r.s.Timeline[i]
 	run := &Run{r: r, step: i, src: st.Src}
 	if st.Note != "" {
 		run.Step("note", "", st.Note)
 	}
-	for _, a := range st.Actions {
+	for _, a := range actions {
 		if err := a.Do(run); err != nil {
 			return fmt.Errorf("%s: %w", run.where(), err)
 		}
@@ -393,23 +402,24 @@ func (r *replayer) act(i int, st *Step) error {
 
 // expect checks e now, or registers it to be checked until its deadline.
 func (r *replayer) expect(step int, e *Expect) {
-	fails := r.check(step, e)
+	fails := r.check(step, e, e.Checks)
 	if len(fails) == 0 {
 		r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect", step)})
 		return
 	}
 	if e.Within != nil && e.Within.D() > 0 {
-		r.pending = append(r.pending, &pendingCheck{step: step, e: e, deadline: r.w.Now() + e.Within.D(), last: fails})
+		r.pending = append(r.pending, &pendingCheck{step: step, e: e, checks: e.Checks, deadline: r.w.Now() + e.Within.D(), last: fails})
 		return
 	}
 	r.fail(fails)
 }
 
-// check evaluates every part of an expectation at the current instant.
-func (r *replayer) check(step int, e *Expect) []Failure {
+// check evaluates the parts checks of an expectation at the current
+// instant.
+func (r *replayer) check(step int, e *Expect, checks []Expectation) []Failure {
 	r.res.Checks++
 	run := &Run{r: r, step: step, src: e.Src}
-	for _, c := range e.Checks {
+	for _, c := range checks {
 		c.Check(run)
 	}
 	return run.fails
@@ -422,7 +432,7 @@ func (r *replayer) evalPending() {
 	now := r.w.Now()
 	kept := r.pending[:0]
 	for _, p := range r.pending {
-		fails := r.check(p.step, p.e)
+		fails := r.check(p.step, p.e, p.checks)
 		switch {
 		case len(fails) == 0:
 			r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect (within)", p.step)})

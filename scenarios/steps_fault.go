@@ -8,6 +8,22 @@ type faultStep struct {
 	Fault *Fault `yaml:"fault"`
 }
 
+// FaultOf is the Fault a `fault:` step's action injects; nil for any
+// other action.
+func FaultOf(a Action) *Fault {
+	if fs, ok := a.(*faultStep); ok {
+		return fs.Fault
+	}
+	return nil
+}
+
+// Only is the action of a `fault:` step that injects parts (some of f's
+// Parts) and no watch break: what is left of f when a replay cannot honour
+// the rest (scenarios/bubble).
+func (f *Fault) Only(parts []Action) Action {
+	return &faultStep{Fault: &Fault{Src: f.Src, Parts: parts, keys: f.keys}}
+}
+
 func (fs *faultStep) Validate(v *Validator) {
 	f := fs.Fault
 	if f == nil {

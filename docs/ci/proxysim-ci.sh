@@ -8,7 +8,7 @@
 #               throwaway network namespaces (root; iptables, nft)
 #   3. ipvs     the IPVS scenarios in Debian's kernel under QEMU (--dataplane
 #               vm), or on this kernel with PROXYSIM_IPVS_DATAPLANE=netns
-#   4. go-test  go test of the packages that hold your ReplayInBubble tests
+#   4. go-test  go test of the packages that hold your bubble.Replay tests
 #
 # Usage: proxysim-ci.sh [FOLDER|FILE...]        (default: the folder proxysim)
 #

@@ -1,5 +1,5 @@
 // Package naiveproxy is a small service proxy written from scratch, to
-// show how to test your own proxy with proxysim (scenarios.ReplayInBubble,
+// show how to test your own proxy with proxysim (scenarios/bubble.Replay,
 // see naiveproxy_test.go). It is deliberately naive:
 //
 //   - an endpoint gets traffic when its ready condition is true (or unset);

@@ -11,11 +11,12 @@ import (
 
 	"github.com/proxysim/proxysim/examples/naiveproxy"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/bubble"
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
 )
 
-// run is the example proxy as scenarios.ReplayInBubble starts it.
-func run(ctx context.Context, env scenarios.ProxyEnv) error {
+// run is the example proxy as bubble.Replay starts it.
+func run(ctx context.Context, env bubble.ProxyEnv) error {
 	return naiveproxy.New(env.Client, env.NFTables).Run(ctx)
 }
 
@@ -36,8 +37,8 @@ func load(t *testing.T, file string) *scenarios.Scenario {
 // its caches synced, one per slice update.
 func TestLibraryScenarioAgreesWithKubeProxy(t *testing.T) {
 	s := load(t, "../../scenarios/library/nftables-clusterip-spread.yaml")
-	res, err := scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{
-		Compare:         scenarios.CompareKubeProxy,
+	res, err := bubble.Replay(t, s, run, bubble.Options{
+		Compare:         bubble.CompareKubeProxy,
 		Ignore:          []string{"nftablesFile"},
 		SkipUnsupported: true,
 	})
@@ -71,7 +72,7 @@ func TestLibraryScenarioAgreesWithKubeProxy(t *testing.T) {
 // engine can honour is refused, each named with its place and reason.
 func TestEngineOnlyExpectationsAreRefused(t *testing.T) {
 	s := load(t, "../../scenarios/library/nftables-clusterip-spread.yaml")
-	_, err := scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{})
+	_, err := bubble.Replay(t, s, run, bubble.Options{})
 	if err == nil {
 		t.Fatal("want an error listing the unsupported expectations")
 	}
@@ -82,7 +83,7 @@ func TestEngineOnlyExpectationsAreRefused(t *testing.T) {
 	}
 	// A restart restarts proxysim's proxy, not the proxy under test.
 	s = load(t, "../../scenarios/library/nftables-partial-and-full-syncs.yaml")
-	_, err = scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{})
+	_, err = bubble.Replay(t, s, run, bubble.Options{})
 	if err == nil {
 		t.Fatal("want an error listing the unsupported steps and expectations")
 	}
@@ -128,10 +129,10 @@ func TestTerminatingFallbackDiverges(t *testing.T) {
 	}
 }
 
-func replayTerminating(t *testing.T) *scenarios.BubbleResult {
+func replayTerminating(t *testing.T) *bubble.Result {
 	t.Helper()
 	s := load(t, "testdata/terminating-fallback.yaml")
-	res, err := scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
+	res, err := bubble.Replay(t, s, run, bubble.Options{Compare: bubble.CompareKubeProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestDeterministic(t *testing.T) {
 // the example proxy was sooner.
 func TestQuickUpdatesShowTheLatencyDifference(t *testing.T) {
 	s := load(t, "testdata/quick-updates.yaml")
-	res, err := scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
+	res, err := bubble.Replay(t, s, run, bubble.Options{Compare: bubble.CompareKubeProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ timeline:
 	if err := os.WriteFile(file, []byte(scenario), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.ReplayInBubble(t, load(t, file), run, scenarios.BubbleOptions{Update: true})
+	res, err := bubble.Replay(t, load(t, file), run, bubble.Options{Update: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ timeline:
 			t.Errorf("the golden lacks %q:\n%s", want, golden)
 		}
 	}
-	res, err = scenarios.ReplayInBubble(t, load(t, file), run, scenarios.BubbleOptions{})
+	res, err = bubble.Replay(t, load(t, file), run, bubble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ timeline:
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.ReplayInBubble(t, s, run, scenarios.BubbleOptions{})
+	res, err := bubble.Replay(t, s, run, bubble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/bubble"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -15,12 +16,12 @@ import (
 )
 
 // OwnDataplane is the dataplane of a proxy under test in a bubble replay
-// (scenarios.ReplayInBubble): the in-memory iptables (fakes.IPTables)
+// (bubble.Replay): the in-memory iptables (fakes.IPTables)
 // behind sim/iptables.Dataplane — iptables-restore of whole payloads,
 // iptables-save, and the two ensure calls — with the mode's restore
 // failure injection (`fault: {restoreFailures: N}`), traced by the same
 // tracer as kube-proxy's rules and saved for the same goldens.
-func (Mode) OwnDataplane(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios.OwnDataplane, error) {
+func (Mode) OwnDataplane(s *scenarios.Scenario, _ clock.PassiveClock) (bubble.OwnDataplane, error) {
 	set, ok := s.Proxy.Settings.(*Settings)
 	if !ok {
 		return nil, fmt.Errorf("%s: an iptables dataplane replays mode %s scenarios, not mode %q", s.File, Name, s.Proxy.Mode)
@@ -31,7 +32,7 @@ func (Mode) OwnDataplane(s *scenarios.Scenario, _ clock.PassiveClock) (scenarios
 
 type ownDataplane struct{ Dataplane }
 
-var _ scenarios.OwnDataplane = (*ownDataplane)(nil)
+var _ bubble.OwnDataplane = (*ownDataplane)(nil)
 
 // NewBackend refuses: proxysim's proxier never programs this dataplane.
 func (d *ownDataplane) NewBackend(*sim.World) (proxy.Backend, error) {
@@ -43,7 +44,7 @@ func (d *ownDataplane) Route(pkt route.Packet, _ *time.Duration) (route.Shares, 
 	return sh, err
 }
 
-func (d *ownDataplane) Attach(env *scenarios.ProxyEnv, onWrite func()) {
+func (d *ownDataplane) Attach(env *bubble.ProxyEnv, onWrite func()) {
 	env.IPTables = &observed{Dataplane: d.faults, onWrite: onWrite}
 }
 
@@ -51,7 +52,7 @@ func (d *ownDataplane) Keys() []string { return []string{"route", "iptables", "i
 
 // TraceModel gives a comparison the tracer of proxysim's own iptables
 // dataplane.
-func (Mode) TraceModel(dp scenarios.Dataplane) scenarios.RouteTracer {
+func (Mode) TraceModel(dp scenarios.Dataplane) bubble.RouteTracer {
 	d, ok := dp.(*Dataplane)
 	if !ok {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/bubble"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 )
 
@@ -72,21 +73,21 @@ func TestOwnProxyOnIPTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := kubeProxyRules(t, s)
-	restore := func(payload string) scenarios.ProxyFunc {
-		return func(ctx context.Context, env scenarios.ProxyEnv) error {
+	restore := func(payload string) bubble.ProxyFunc {
+		return func(ctx context.Context, env bubble.ProxyEnv) error {
 			_ = env.IPTables.Restore(payload)
 			<-ctx.Done()
 			return nil
 		}
 	}
-	res, err := scenarios.ReplayInBubble(t, s, restore(rules), scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
+	res, err := bubble.Replay(t, s, restore(rules), bubble.Options{Compare: bubble.CompareKubeProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if report := res.Report(); !res.Passed() || res.Checks != 1 || res.Compare.Differs() || len(res.Writes) != 1 {
 		t.Fatalf("want a pass with one write and no difference:\n%s", report)
 	}
-	res, err = scenarios.ReplayInBubble(t, s, restore("*nat\nCOMMIT\n"), scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
+	res, err = bubble.Replay(t, s, restore("*nat\nCOMMIT\n"), bubble.Options{Compare: bubble.CompareKubeProxy})
 	if err != nil {
 		t.Fatal(err)
 	}

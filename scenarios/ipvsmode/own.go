@@ -10,6 +10,7 @@ import (
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/bubble"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -17,12 +18,12 @@ import (
 )
 
 // OwnDataplane is the dataplane of a proxy under test in a bubble replay
-// (scenarios.ReplayInBubble): the fake kernel's IPVS handle, dummy-device
+// (bubble.Replay): the fake kernel's IPVS handle, dummy-device
 // addresses and sysctls (sim/ipvs.Dataplane), the same fake kernel that
 // answers connect steps, dumped as ipvsadm -Ln for the same goldens.
 // IPVS has no tracer: a comparison with kube-proxy compares the two
 // ipvsadm tables instead.
-func (Mode) OwnDataplane(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.OwnDataplane, error) {
+func (Mode) OwnDataplane(s *scenarios.Scenario, clk clock.PassiveClock) (bubble.OwnDataplane, error) {
 	set, err := settingsOf(s)
 	if err != nil {
 		return nil, err
@@ -33,7 +34,7 @@ func (Mode) OwnDataplane(s *scenarios.Scenario, clk clock.PassiveClock) (scenari
 
 type ownDataplane struct{ *Dataplane }
 
-var _ scenarios.OwnDataplane = (*ownDataplane)(nil)
+var _ bubble.OwnDataplane = (*ownDataplane)(nil)
 
 // NewBackend refuses: proxysim's proxier never programs this dataplane.
 func (d *ownDataplane) NewBackend(*sim.World) (proxy.Backend, error) {
@@ -62,7 +63,7 @@ func (d *ownDataplane) ComparableSnapshot(table string) string {
 	return strings.Join(lines, "\n")
 }
 
-func (d *ownDataplane) Attach(env *scenarios.ProxyEnv, onWrite func()) {
+func (d *ownDataplane) Attach(env *bubble.ProxyEnv, onWrite func()) {
 	dp := d.raw
 	env.IPVS = ipvs.Dataplane{
 		IPVS:          &observedIPVS{Handle: dp.IPVS, onWrite: onWrite},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/bubble"
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
@@ -21,7 +22,7 @@ import (
 // event it makes one rr virtual server per Service port with a real server
 // per ready endpoint, or, when none is ready, per serving one. It is the
 // smallest thing that passes terminating-fallback.yaml.
-func tinyIPVS(ctx context.Context, env scenarios.ProxyEnv) error {
+func tinyIPVS(ctx context.Context, env bubble.ProxyEnv) error {
 	f := informers.NewSharedInformerFactory(env.Client, 0)
 	svcs, slices := f.Core().V1().Services(), f.Discovery().V1().EndpointSlices()
 	var mu sync.Mutex
@@ -117,7 +118,7 @@ func TestOwnProxyOnIPVS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.ReplayInBubble(t, s, tinyIPVS, scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
+	res, err := bubble.Replay(t, s, tinyIPVS, bubble.Options{Compare: bubble.CompareKubeProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +134,11 @@ func TestOwnProxyOnIPVS(t *testing.T) {
 	}
 	// A proxy that forgets the fallback fails the golden at 2s, and the
 	// comparison shows both tables.
-	forgetful := func(ctx context.Context, env scenarios.ProxyEnv) error {
+	forgetful := func(ctx context.Context, env bubble.ProxyEnv) error {
 		env.IPVS.IPVS = &noFallback{Handle: env.IPVS.IPVS}
 		return tinyIPVS(ctx, env)
 	}
-	res, err = scenarios.ReplayInBubble(t, s, forgetful, scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy})
+	res, err = bubble.Replay(t, s, forgetful, bubble.Options{Compare: bubble.CompareKubeProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestOwnProxyComparisonIgnoresConnectionCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.ReplayInBubble(t, s, tinyIPVS, scenarios.BubbleOptions{Compare: scenarios.CompareKubeProxy, SkipUnsupported: true})
+	res, err := bubble.Replay(t, s, tinyIPVS, bubble.Options{Compare: bubble.CompareKubeProxy, SkipUnsupported: true})
 	if err != nil {
 		t.Fatal(err)
 	}

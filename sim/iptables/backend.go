@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -332,6 +333,9 @@ var ErrInjected = errors.New("injected restore failure")
 // Faults makes restores fail on demand, in front of any dataplane.
 type Faults struct {
 	Dataplane
+	// mu guards failNext: in a bubble replay the fault is armed on the
+	// replay's goroutine and taken on the proxy under test's.
+	mu       sync.Mutex
 	failNext int
 }
 
@@ -339,11 +343,25 @@ type Faults struct {
 func WithFaults(dp Dataplane) *Faults { return &Faults{Dataplane: dp} }
 
 // FailNext makes the next n restores fail without reaching the dataplane.
-func (f *Faults) FailNext(n int) { f.failNext += n }
+func (f *Faults) FailNext(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext += n
+}
 
-func (f *Faults) Restore(payload string) error {
+// take uses up one armed failure, if any.
+func (f *Faults) take() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.failNext > 0 {
 		f.failNext--
+		return true
+	}
+	return false
+}
+
+func (f *Faults) Restore(payload string) error {
+	if f.take() {
 		return &RestoreError{Msg: ErrInjected.Error()}
 	}
 	return f.Dataplane.Restore(payload)

@@ -1,4 +1,4 @@
-package scenarios
+package bubble
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/route"
 )
 
@@ -38,7 +39,7 @@ type Comparison struct {
 type StepComparison struct {
 	Step    int
 	At      time.Duration
-	Pos     Pos
+	Pos     scenarios.Pos
 	Routes  []RouteDiff
 	Latency []LatencyDiff
 }
@@ -104,8 +105,8 @@ type comparer struct {
 func newComparer(b *bubble, client kubernetes.Interface) *comparer {
 	c := &comparer{b: b, client: client, known: map[string]bool{}, before: map[int][2]int{}, beforeVals: map[int][2]map[string]string{}, src: net.ParseIP("10.244.254.254")}
 	first := true
-	for i := range b.r.s.Timeline {
-		e := b.r.s.Timeline[i].Expect
+	for i := range b.s.Timeline {
+		e := b.s.Timeline[i].Expect
 		if e == nil {
 			continue
 		}
@@ -199,7 +200,7 @@ func (c *comparer) observe() {
 	for i, tr := range c.tracers() {
 		cur := map[string]string{}
 		if snap {
-			dp := []Dataplane{c.b.od, c.b.model}[i]
+			dp := []scenarios.Dataplane{c.b.od, c.b.model}[i]
 			text, err := dp.Snapshot()
 			if err != nil {
 				text = "error: " + err.Error()
@@ -261,8 +262,8 @@ func (c *comparer) beforeStep(i int) {
 
 // afterStep compares the routes of both dataplanes right after step i.
 func (c *comparer) afterStep(i int) {
-	st := &c.b.r.s.Timeline[i]
-	sc := StepComparison{Step: i, At: st.At.D(), Pos: Pos{Line: st.Src.Line, Column: st.Src.Column, Path: fmt.Sprintf("timeline[%d]", i)}}
+	st := &c.b.s.Timeline[i]
+	sc := StepComparison{Step: i, At: st.At.D(), Pos: scenarios.Pos{Line: st.Src.Line, Column: st.Src.Column, Path: fmt.Sprintf("timeline[%d]", i)}}
 	h0, h1 := c.hist[0], c.hist[1]
 	if len(h0) > 0 && len(h1) > 0 {
 		a, m := h0[len(h0)-1].shares, h1[len(h1)-1].shares
@@ -278,7 +279,7 @@ func (c *comparer) afterStep(i int) {
 // end works out, for every step that acted, when each probe's change
 // became visible in each dataplane (before the next step).
 func (c *comparer) end() {
-	tl := c.b.r.s.Timeline
+	tl := c.b.s.Timeline
 	for k := range c.steps {
 		sc := &c.steps[k]
 		i := sc.Step
@@ -350,7 +351,7 @@ func latencyText(d *time.Duration) string {
 // (file:line:column, the step, expected against got), then with Compare
 // each step where the proxy under test and kube-proxy differ, then what
 // was skipped.
-func (r *BubbleResult) Report() string {
+func (r *Result) Report() string {
 	var b strings.Builder
 	s := r.Scenario
 	status := "PASS"
@@ -400,6 +401,23 @@ func latencyDelta(d LatencyDiff) string {
 		return fmt.Sprintf(" (proxy %v later)", diff)
 	}
 	return fmt.Sprintf(" (proxy %v sooner)", -diff)
+}
+
+// normalize drops trailing spaces and blank lines, as goldens are
+// compared.
+func normalize(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func indentTable(s string) string {

@@ -1,9 +1,24 @@
-package scenarios
+// Package bubble replays a scenario against a proxy of one's own — one
+// proxysim does not run — inside a testing/synctest bubble: Replay.
+// The scenario's world (API server, controllers, timeline) runs as in
+// scenarios.Replay, its clock held in step with the bubble's; the proxy
+// under test runs on its own goroutines, with its own informers, work
+// queues and timers on the real time package, which the bubble makes
+// virtual. Its dataplane is a fake of the scenario's mode, and the
+// expectations that read a dataplane (route, the mode's goldens,
+// dataplaneOps) read that fake. With Options.Compare, proxysim's
+// model of kube-proxy runs beside it in the same world, and the two
+// dataplanes are compared after every step.
+//
+// It drives the replay through scenarios.Replayer, stepping virtual time
+// itself. A mode that can host a proxy under test implements
+// OwnProxyMode (scenarios/ipvsmode, iptablesmode and nftablesmode do).
+package bubble
 
 import (
 	"context"
 	"fmt"
-	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,23 +30,14 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/knftables"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/route"
-	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
-
-// A proxy proxysim does not run — your own — replayed inside a
-// testing/synctest bubble. The scenario's world (API server, controllers,
-// timeline) runs as in Replay, its clock held in step with the bubble's;
-// the proxy under test runs on its own goroutines, with its own informers,
-// work queues and timers on the real time package, which the bubble makes
-// virtual. Its dataplane is a fake of the scenario's mode, and the
-// expectations that read a dataplane (route, the mode's goldens,
-// dataplaneOps) read that fake.
 
 // ProxyEnv is what a proxy under test programs against: a client of the
 // scenario's API server and the dataplane of the scenario's mode. Only the
@@ -45,7 +51,7 @@ type ProxyEnv struct {
 	NodeName string
 	// Proxy is the scenario's proxy mapping (minSyncPeriod, syncPeriod,
 	// the mode's Settings, ...), for a proxy that takes the same knobs.
-	Proxy Proxy
+	Proxy scenarios.Proxy
 	// NFTables is a knftables.Fake (mode nftables), bound to the table
 	// "kube-proxy" of family ip.
 	NFTables knftables.Interface
@@ -79,14 +85,14 @@ type ProxyFunc func(ctx context.Context, env ProxyEnv) error
 // OwnDataplane builds the proxy's dataplane for one replay, on the
 // world's clock (which the bubble's drives).
 type OwnProxyMode interface {
-	OwnDataplane(s *Scenario, clk clock.PassiveClock) (OwnDataplane, error)
+	OwnDataplane(s *scenarios.Scenario, clk clock.PassiveClock) (OwnDataplane, error)
 }
 
 // ModelTracer is implemented by a mode whose own dataplane (Mode.Fake) is
 // traced otherwise than through RouteTracer: it gives the comparison a
 // tracer over it.
 type ModelTracer interface {
-	TraceModel(d Dataplane) RouteTracer
+	TraceModel(d scenarios.Dataplane) RouteTracer
 }
 
 // RouteTracer traces a connection through a dataplane as it is now.
@@ -98,7 +104,7 @@ type RouteTracer interface {
 // mode's expectations read (it is the replay's Dataplane), with a tracer,
 // and the handles the proxy programs.
 type OwnDataplane interface {
-	Dataplane
+	scenarios.Dataplane
 	RouteTracer
 	// Attach sets env's handle for the mode; onWrite must be called after
 	// every write operation the proxy makes through it (an nft
@@ -109,12 +115,12 @@ type OwnDataplane interface {
 	Keys() []string
 }
 
-// CompareKubeProxy is the one BubbleOptions.Compare value: proxysim's
+// CompareKubeProxy is the one Options.Compare value: proxysim's
 // model of kube-proxy v1.36 for the scenario's mode.
 const CompareKubeProxy = "kube-proxy"
 
-// BubbleOptions tune ReplayInBubble.
-type BubbleOptions struct {
+// Options tune Replay.
+type Options struct {
 	// Compare, if CompareKubeProxy, also runs proxysim's model of
 	// kube-proxy v1.36 for the scenario's mode in the same world, on its
 	// own fake dataplane, and reports after every step the routes whose
@@ -126,7 +132,7 @@ type BubbleOptions struct {
 	Ignore []string
 	// SkipUnsupported skips the expectations and steps that only
 	// proxysim's engine can honour (see Unsupported) instead of refusing
-	// the scenario; they are listed in BubbleResult.Skipped.
+	// the scenario; they are listed in Result.Skipped.
 	SkipUnsupported bool
 	// Update rewrites the goldens with what the proxy under test
 	// programmed.
@@ -160,7 +166,7 @@ var coreBubbleKeys = []string{"within", "dataplaneOps", "endpoints"}
 
 // Skipped is one part of a scenario a bubble replay left out.
 type Skipped struct {
-	Pos Pos
+	Pos scenarios.Pos
 	Key string
 	Why string
 }
@@ -169,18 +175,18 @@ func (s Skipped) String() string {
 	return fmt.Sprintf("%d:%d: %s: %s", s.Pos.Line, s.Pos.Column, s.Pos.Path, s.Why)
 }
 
-// BubbleResult is what a bubble replay found.
-type BubbleResult struct {
-	Scenario *Scenario
+// Result is what a bubble replay found.
+type Result struct {
+	Scenario *scenarios.Scenario
 	Env      string // the proxy's dataplane
-	Failures []Failure
+	Failures []scenarios.Failure
 	Skipped  []Skipped
 	// Checks counts the evaluations of expect blocks.
 	Checks int
 	// Writes are the instants of the proxy's dataplane writes.
 	Writes []time.Duration
 	// Compare is the comparison with proxysim's model of kube-proxy; nil
-	// without BubbleOptions.Compare.
+	// without Options.Compare.
 	Compare *Comparison
 	// Updated lists the golden files Update rewrote.
 	Updated []string
@@ -190,12 +196,11 @@ type BubbleResult struct {
 }
 
 // Passed reports whether every checked expectation held.
-func (r *BubbleResult) Passed() bool { return len(r.Failures) == 0 }
+func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
-// ReplayInBubble replays s inside a synctest bubble with the proxy under
-// test, run by p, in the place of proxysim's own proxy, and checks what
-// that proxy did against the scenario's expectations (see
-// BubbleOptions). It must be called from a test's own goroutine, not in a
+// Replay replays s inside a synctest bubble with the proxy under test, run
+// by p, in the place of proxysim's own proxy, and checks what that proxy
+// did against the scenario's expectations (see Options). It must be called from a test's own goroutine, not in a
 // bubble, and not from a parallel test while another bubble replay runs
 // in the same process if the proxy under test uses globals.
 //
@@ -203,9 +208,9 @@ func (r *BubbleResult) Passed() bool { return len(r.Failures) == 0 }
 // under test, the scenario asks for what only proxysim's engine can do
 // (each such part named with its position and reason), or the proxy
 // returned an error.
-func ReplayInBubble(t *testing.T, s *Scenario, p ProxyFunc, opts BubbleOptions) (*BubbleResult, error) {
+func Replay(t *testing.T, s *scenarios.Scenario, p ProxyFunc, opts Options) (*Result, error) {
 	t.Helper()
-	mode, ok := LookupMode(s.Proxy.Mode)
+	mode, ok := scenarios.LookupMode(s.Proxy.Mode)
 	if !ok {
 		return nil, fmt.Errorf("%s: mode %q is not registered", s.File, s.Proxy.Mode)
 	}
@@ -216,7 +221,7 @@ func ReplayInBubble(t *testing.T, s *Scenario, p ProxyFunc, opts BubbleOptions) 
 	if opts.Compare != "" && opts.Compare != CompareKubeProxy {
 		return nil, fmt.Errorf("%s: compare: want %q, got %q", s.File, CompareKubeProxy, opts.Compare)
 	}
-	var res *BubbleResult
+	var res *Result
 	var err error
 	synctest.Test(t, func(*testing.T) {
 		res, err = replayInBubble(s, mode, om, p, opts)
@@ -226,8 +231,8 @@ func ReplayInBubble(t *testing.T, s *Scenario, p ProxyFunc, opts BubbleOptions) 
 
 func ownProxyModes() []string {
 	var out []string
-	for _, n := range ModeNames() {
-		if m, _ := LookupMode(n); m != nil {
+	for _, n := range scenarios.ModeNames() {
+		if m, _ := scenarios.LookupMode(n); m != nil {
 			if _, ok := m.(OwnProxyMode); ok {
 				out = append(out, n)
 			}
@@ -239,13 +244,14 @@ func ownProxyModes() []string {
 // bubble is one bubble replay's state; everything runs on the bubble's
 // root goroutine except the proxy under test and its onWrite calls.
 type bubble struct {
-	r      *replayer
+	r      *scenarios.Replayer
+	s      *scenarios.Scenario
 	od     OwnDataplane
-	model  Dataplane // nil without Compare
-	mode   Mode
+	model  scenarios.Dataplane // nil without Compare
+	mode   scenarios.Mode
 	start  time.Time // the bubble instant of the world's time 0
-	checks map[*Expect][]Expectation
-	acts   map[*Step][]Action
+	checks map[*scenarios.Expect][]scenarios.Expectation
+	acts   map[*scenarios.Step][]scenarios.Action
 
 	writes  chan struct{} // one pending "the proxy wrote"
 	mu      sync.Mutex
@@ -256,16 +262,16 @@ type bubble struct {
 
 func (b *bubble) now() time.Duration { return time.Since(b.start) }
 
-func replayInBubble(s *Scenario, mode Mode, om OwnProxyMode, p ProxyFunc, opts BubbleOptions) (*BubbleResult, error) {
-	res := &BubbleResult{Scenario: s}
-	b := &bubble{writes: make(chan struct{}, 1), mode: mode}
+func replayInBubble(s *scenarios.Scenario, mode scenarios.Mode, om OwnProxyMode, p ProxyFunc, opts Options) (*Result, error) {
+	res := &Result{Scenario: s}
+	b := &bubble{s: s, writes: make(chan struct{}, 1), mode: mode}
 	clk := vclock.New(vclock.Epoch)
 	od, err := om.OwnDataplane(s, clk)
 	if err != nil {
 		return nil, err
 	}
 	defer od.Close()
-	if b.checks, b.acts, res.Skipped, err = planBubble(s, od.Keys(), opts); err != nil {
+	if b.checks, b.acts, res.Skipped, err = plan(s, od.Keys(), opts); err != nil {
 		return nil, err
 	}
 	b.od = od
@@ -276,41 +282,19 @@ func replayInBubble(s *Scenario, mode Mode, om OwnProxyMode, p ProxyFunc, opts B
 		}
 		defer b.model.Close()
 	}
-	ropts := Options{Update: opts.Update, ContextLines: opts.ContextLines}
-	if ropts.ContextLines == 0 {
-		ropts.ContextLines = 12
-	}
-	r := &replayer{s: s, opts: ropts, dp: od, budget: newBudget(ropts)}
-	b.r = r
-	pr := s.Proxy
-	resync := sim.DefaultResyncPeriod
-	if pr.ConfigSyncPeriod != nil {
-		if resync = pr.ConfigSyncPeriod.D(); resync == 0 {
-			resync = -1
-		}
-	}
-	rc := RunnerConfig(pr)
-	cfg := sim.Config{Runner: rc, Clock: clk, NodeName: pr.NodeName, Zone: pr.Zone, ResyncPeriod: resync, Cost: pr.SyncCost.Model(),
-		Endpoints: proxy.EndpointSliceTrackerOptions{IgnoreNodeHints: rc.Generation == runner.Burst}}
+	ropts := scenarios.Options{Update: opts.Update, ContextLines: opts.ContextLines}
+	var newBackend func(*sim.World) (proxy.Backend, error)
 	if b.model != nil {
-		cfg.NewBackend = b.model.NewBackend
+		newBackend = b.model.NewBackend
 	}
-	w, err := sim.NewWorld(cfg)
+	r, err := scenarios.NewReplayer(s, od, clk, newBackend, ropts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.File, err)
-	}
-	defer w.Close()
-	r.w = w
-	r.res = &Result{Scenario: s, Env: od.Name(), Trace: w.Trace}
-	res.Trace = w.Trace
-	for _, o := range s.Initial {
-		if err := w.Create(o.Obj); err != nil {
-			return nil, fmt.Errorf("%s: creating %s: %w", s.File, o.Key, err)
-		}
-	}
-	if err := r.attachControllers(); err != nil {
 		return nil, err
 	}
+	defer r.Close()
+	b.r = r
+	w := r.World()
+	res.Trace = w.Trace
 	b.start = time.Now()
 	if b.model != nil {
 		b.cmp = newComparer(b, w.Clientset())
@@ -344,13 +328,14 @@ func replayInBubble(s *Scenario, mode Mode, om OwnProxyMode, p ProxyFunc, opts B
 		return nil, runErr
 	}
 	if opts.Update {
-		if err := r.writeGoldens(); err != nil {
+		if err := r.WriteGoldens(); err != nil {
 			return nil, err
 		}
 	}
-	res.Failures = r.res.Failures
-	res.Checks = r.res.Checks
-	res.Updated = r.res.Updated
+	rr := r.Result()
+	res.Failures = rr.Failures
+	res.Checks = rr.Checks
+	res.Updated = rr.Updated
 	res.Writes = b.proxyWrites()
 	if b.cmp != nil {
 		res.Compare = b.cmp.result()
@@ -377,7 +362,7 @@ func (b *bubble) proxyWrites() []time.Duration {
 
 // run plays the timeline.
 func (b *bubble) run() error {
-	r, s := b.r, b.r.s
+	r, s := b.r, b.s
 	for i := range s.Timeline {
 		st := &s.Timeline[i]
 		if err := b.runUntil(st.At.D()); err != nil {
@@ -386,20 +371,8 @@ func (b *bubble) run() error {
 		if b.cmp != nil {
 			b.cmp.beforeStep(i)
 		}
-		run := &Run{r: r, step: i, src: st.Src}
-		if st.Note != "" {
-			run.Step("note", "", st.Note)
-		}
-		for _, a := range b.acts[st] {
-			if err := a.Do(run); err != nil {
-				return fmt.Errorf("%s: %w", run.where(), err)
-			}
-		}
-		if len(run.fails) > 0 {
-			r.fail(run.fails)
-		}
-		if r.churnErr != nil {
-			return r.churnErr
+		if err := r.Act(i, b.acts[st]); err != nil {
+			return err
 		}
 		// The proxy hears of the step's writes and does what it does at
 		// once; then the step is judged.
@@ -409,7 +382,7 @@ func (b *bubble) run() error {
 			b.cmp.observe()
 		}
 		if st.Expect != nil {
-			b.expect(i, st.Expect)
+			r.Expect(i, st.Expect, b.checks[st.Expect])
 		}
 		if b.cmp != nil {
 			b.cmp.afterStep(i)
@@ -418,7 +391,7 @@ func (b *bubble) run() error {
 	if err := b.runUntil(s.Length()); err != nil {
 		return err
 	}
-	r.expirePending()
+	r.ExpirePending()
 	if b.cmp != nil {
 		b.cmp.end()
 	}
@@ -430,7 +403,8 @@ func (b *bubble) run() error {
 // fire at their instants; pending "within" expectations are judged after
 // every write of the proxy and at their deadlines.
 func (b *bubble) runUntil(t time.Duration) error {
-	r, w := b.r, b.r.w
+	r := b.r
+	w := r.World()
 	for {
 		target := t
 		if at, ok := w.Clock.Pending(); ok {
@@ -438,7 +412,7 @@ func (b *bubble) runUntil(t time.Duration) error {
 				target = d
 			}
 		}
-		if d, ok := r.firstDeadline(); ok && d < target {
+		if d, ok := r.NextDeadline(); ok && d < target {
 			target = d
 		}
 		if now := b.now(); target > now {
@@ -448,7 +422,7 @@ func (b *bubble) runUntil(t time.Duration) error {
 				select {
 				case <-b.writes:
 					b.settle()
-					r.evalPending()
+					r.CheckPending()
 				case <-timer.C:
 					break wait
 				}
@@ -456,15 +430,15 @@ func (b *bubble) runUntil(t time.Duration) error {
 		} else if target < now {
 			target = now
 		}
-		if err := r.overBudget(); err != nil {
+		if err := r.OverBudget(); err != nil {
 			return err
 		}
 		w.RunUntil(target)
-		if r.churnErr != nil {
-			return r.churnErr
+		if err := r.Err(); err != nil {
+			return err
 		}
 		b.settle()
-		r.evalPending()
+		r.CheckPending()
 		if err := w.Trace.Err(); err != nil {
 			return err
 		}
@@ -481,45 +455,22 @@ func (b *bubble) runUntil(t time.Duration) error {
 func (b *bubble) settle() {
 	// The world first: what its timers due now write, the proxy hears
 	// before the bubble settles.
-	b.r.w.RunUntil(b.now())
+	b.r.World().RunUntil(b.now())
 	synctest.Wait()
 	select {
 	case <-b.writes:
 	default:
 	}
-	b.r.dataplaneAt = b.proxyWrites()
+	b.r.SetDataplaneWrites(b.proxyWrites())
 	if b.cmp != nil {
 		b.cmp.observe()
 	}
 }
 
-// expect checks e now, or keeps it pending until its deadline.
-func (b *bubble) expect(step int, e *Expect) {
-	r := b.r
-	fails := b.check(step, e)
-	if len(fails) == 0 {
-		return
-	}
-	if e.Within != nil && e.Within.D() > 0 {
-		r.pending = append(r.pending, &pendingCheck{step: step, e: e, deadline: r.w.Now() + e.Within.D(), last: fails})
-		return
-	}
-	r.fail(fails)
-}
-
-func (b *bubble) check(step int, e *Expect) []Failure {
-	b.r.res.Checks++
-	run := &Run{r: b.r, step: step, src: e.Src}
-	for _, c := range b.checks[e] {
-		c.Check(run)
-	}
-	return run.fails
-}
-
-// planBubble sorts the scenario's steps and expectations into those a
-// proxy under test can be checked for and the others: an error naming
-// every other one, or with SkipUnsupported the list of them.
-func planBubble(s *Scenario, modeKeys []string, opts BubbleOptions) (map[*Expect][]Expectation, map[*Step][]Action, []Skipped, error) {
+// plan sorts the scenario's steps and expectations into those a proxy
+// under test can be checked for and the others: an error naming every
+// other one, or with SkipUnsupported the list of them.
+func plan(s *scenarios.Scenario, modeKeys []string, opts Options) (map[*scenarios.Expect][]scenarios.Expectation, map[*scenarios.Step][]scenarios.Action, []Skipped, error) {
 	ok := map[string]bool{}
 	for _, k := range append(append([]string(nil), coreBubbleKeys...), modeKeys...) {
 		ok[k] = true
@@ -535,27 +486,28 @@ func planBubble(s *Scenario, modeKeys []string, opts BubbleOptions) (map[*Expect
 		}
 		return "reads proxysim's own engine"
 	}
-	checks := map[*Expect][]Expectation{}
-	acts := map[*Step][]Action{}
+	checks := map[*scenarios.Expect][]scenarios.Expectation{}
+	acts := map[*scenarios.Step][]scenarios.Action{}
 	for i := range s.Timeline {
 		st := &s.Timeline[i]
 		for _, a := range st.Actions {
-			keys := presentKeys(a, st.Src)
-			if fs, isFault := a.(*faultStep); isFault && fs.Fault != nil {
-				f := fs.Fault
+			keys := scenarios.PartKeys(a, st.Src)
+			if f := scenarios.FaultOf(a); f != nil {
 				if f.WatchBreak != nil {
 					skipped = append(skipped, Skipped{Pos: f.Src.At("watchBreak"), Key: "watchBreak", Why: reason("watchBreak")})
 				}
-				var parts []Action
+				var parts []scenarios.Action
 				for _, p := range f.Parts {
-					if _, isSyncs := p.(*syncsFault); isSyncs {
+					// The runner's fault (syncs: N); keys are unique
+					// across a fault's parts.
+					if slices.Contains(scenarios.PartKeys(p, f.Src), "syncs") {
 						skipped = append(skipped, Skipped{Pos: f.Src.At("syncs"), Key: "syncs", Why: reason("syncs (fault)")})
 						continue
 					}
 					parts = append(parts, p)
 				}
 				if len(parts) > 0 {
-					acts[st] = append(acts[st], &faultStep{Fault: &Fault{Src: f.Src, Parts: parts, keys: f.keys}})
+					acts[st] = append(acts[st], f.Only(parts))
 				}
 				continue
 			}
@@ -576,7 +528,7 @@ func planBubble(s *Scenario, modeKeys []string, opts BubbleOptions) (map[*Expect
 			continue
 		}
 		for _, c := range e.Checks {
-			keys := presentKeys(c, e.Src)
+			keys := scenarios.PartKeys(c, e.Src)
 			use := true
 			for _, k := range keys {
 				switch {
@@ -602,19 +554,8 @@ func planBubble(s *Scenario, modeKeys []string, opts BubbleOptions) (map[*Expect
 		for _, sk := range skipped {
 			fmt.Fprintf(&b, "\n  %s:%s", s.File, sk)
 		}
-		b.WriteString("\n(BubbleOptions.SkipUnsupported skips these)")
+		b.WriteString("\n(bubble.Options.SkipUnsupported skips these)")
 		return nil, nil, nil, fmt.Errorf("%s", b.String())
 	}
 	return checks, acts, skipped, nil
-}
-
-// presentKeys lists the yaml keys of part that its mapping (src) set.
-func presentKeys(part any, src Src) []string {
-	var out []string
-	for _, k := range keysOf(reflect.TypeOf(part)) {
-		if _, ok := src.Keys[k]; ok {
-			out = append(out, k)
-		}
-	}
-	return out
 }
