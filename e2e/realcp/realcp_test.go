@@ -28,7 +28,8 @@ import (
 var (
 	updateVerdicts = flag.Bool("update-realcp", false, "rewrite the pinned verdicts (testdata/realcp-*.txt) instead of comparing with them")
 	onlyScenario   = flag.String("realcp-scenario", "", "run only these library scenarios (comma-separated); the verdicts are not checked")
-	maxLength      = flag.Duration("realcp-max-length", 0, "run only the scenarios at most this long (CI's subset); the verdicts are not checked")
+	maxLength      = flag.Duration("realcp-max-length", 0, "run only the scenarios at most this long; the verdicts are not checked")
+	checkPinned    = flag.Bool("realcp-check-pinned", false, "with -realcp-scenario or -realcp-max-length: each verdict must be the one pinned in testdata/realcp.txt (make realcp-ci)")
 )
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

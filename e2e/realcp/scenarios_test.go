@@ -2,6 +2,7 @@ package realcp
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -117,9 +118,43 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 		rows = append(rows, transcript.Verdict{Scenario: label, Verdict: verdict})
 	}
 	if *onlyScenario != "" || *maxLength > 0 {
+		if *checkPinned {
+			checkPinnedRows(t, "testdata/realcp.txt", rows)
+		}
 		return
 	}
 	transcript.CheckVerdicts(t, "testdata/realcp.txt", fmt.Sprintf("kube-proxy v1.36.3's binary on a real API server against proxysim's prediction (sync starts within %v, tables equal after every sync, metrics equal)", tolerance), rows, *updateVerdicts)
+}
+
+// checkPinnedRows checks a subset's verdicts against the rows pinned by a
+// full run (CI's subset: a verdict that changes fails there too, not only
+// a story that stops passing).
+func checkPinnedRows(t *testing.T, golden string, rows []transcript.Verdict) {
+	t.Helper()
+	data, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if label, verdict, ok := strings.Cut(l, "\t"); ok && !strings.HasPrefix(l, "#") {
+			pinned[label] = verdict
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("no scenario of %q was run", *onlyScenario)
+	}
+	for _, r := range rows {
+		want, ok := pinned[r.Scenario]
+		switch {
+		case !ok:
+			t.Errorf("%s: no verdict pinned in %s", r.Scenario, golden)
+		case want != r.Verdict:
+			t.Errorf("%s: %s, pinned in %s: %s", r.Scenario, r.Verdict, golden, want)
+		default:
+			t.Logf("%s: %s, as pinned", r.Scenario, r.Verdict)
+		}
+	}
 }
 
 func maxDur(ds []time.Duration) time.Duration {
