@@ -61,8 +61,10 @@ var realCases = []realCase{
 	{scenario: "nftables-transaction-failure-retry"},
 	{scenario: "nftables-stale-chain-cleanup-failure"},
 	{scenario: "churn-nftables"},
+	// The operator's flushes run in kube-proxy's namespace.
+	{scenario: "iptables-canary-flush", backend: netns.NFT},
+	{scenario: "iptables-canary-flush", backend: netns.Legacy},
 
-	{scenario: "iptables-canary-flush", listed: "step iptablesFlush (an operator's flush behind kube-proxy's back) is not replayed on the real tables yet"},
 	{scenario: "iptables-restore-failure-retry-v1.33", listed: "proxy.version v1.33.0 is the burst runner; this binary is v1.36.3"},
 	{scenario: "iptables-partial-sync", listed: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync): on demand only, not yet run"},
 	{scenario: "iptables-large-cluster", listed: "50 minutes of real time (its last step is at 3016s): on demand only, not yet run"},
