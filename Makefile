@@ -212,9 +212,9 @@ realcp:
 
 .PHONY: realcp-ci
 ## realcp-ci: CI's subset of make realcp (root): REALCP_CI_SCENARIOS, short stories that cover iptables-nft,
-## iptables-legacy, nftables with a failing transaction and a controller story, each verdict checked against
+## iptables-legacy, nftables with a failing transaction, a controller story and a restart, each verdict checked against
 ## the pinned one, plus the kill test (docs/realcp.md "CI's subset")
-REALCP_CI_SCENARIOS ?= iptables-traffic-policies,nftables-stale-chain-cleanup-failure,iptables-pod-label-change
+REALCP_CI_SCENARIOS ?= iptables-traffic-policies,nftables-stale-chain-cleanup-failure,iptables-pod-label-change,restart-nftables
 realcp-ci:
 	@[ "$$(id -u)" = 0 ] || { echo "make realcp-ci needs root"; exit 1; }
 	bash netns/hostdeps.sh

@@ -119,9 +119,16 @@ type kubeProxy struct {
 	cfg    proxyConfig
 	cmd    *exec.Cmd
 	waited chan struct{}
+	exitMu sync.Mutex
 	exit   error
 	log    *syncLog
 	relay  net.Listener
+	// binary, args, env and out start each process (a restart starts
+	// another in the same namespace, writing to the same log).
+	binary string
+	args   []string
+	env    []string
+	out    io.Writer
 }
 
 // startKubeProxy makes kube-proxy's namespace, its Node, its files, and
@@ -193,20 +200,43 @@ func startKubeProxy(t *testing.T, cp *controlPlane, dir, binary string, cfg prox
 	if cfg.CPUProbe {
 		kp.log.atStart = kp.cpuTimes
 	}
-	pr, pw := io.Pipe()
-	kp.cmd = exec.Command(binary, "--config="+config, "--hostname-override="+cfg.NodeName, "-v=2")
-	kp.cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XTABLES_LOCKFILE=/tmp/proxysim-xtables.lock")
-	kp.cmd.Stdout = io.MultiWriter(logFile, pw)
-	kp.cmd.Stderr = kp.cmd.Stdout
-	go kp.log.read(pr)
-	if err := kp.startInNamespace(); err != nil {
+	kp.binary, kp.out = binary, logFile
+	kp.args = []string{"--config=" + config, "--hostname-override=" + cfg.NodeName, "-v=2"}
+	kp.env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XTABLES_LOCKFILE=/tmp/proxysim-xtables.lock")
+	if err := kp.launch(); err != nil {
 		t.Fatalf("start kube-proxy: %v", err)
 	}
+	return kp
+}
+
+// launch starts a kube-proxy process in the namespace, its output read
+// into the sync log.
+func (kp *kubeProxy) launch() error {
+	pr, pw := io.Pipe()
+	kp.cmd = exec.Command(kp.binary, kp.args...)
+	kp.cmd.Env = kp.env
+	kp.cmd.Stdout = io.MultiWriter(kp.out, pw)
+	kp.cmd.Stderr = kp.cmd.Stdout
+	kp.waited = make(chan struct{})
+	waited := kp.waited
+	go kp.log.read(pr)
+	if err := kp.startInNamespace(); err != nil {
+		pw.Close()
+		return err
+	}
 	go func() {
-		<-kp.waited
+		<-waited
 		pw.Close()
 	}()
-	return kp
+	return nil
+}
+
+// restart ends the kube-proxy process (stopProcess) and starts another in
+// the same namespace: the kernel's tables stay, as when a node's
+// kube-proxy pod restarts.
+func (kp *kubeProxy) restart() error {
+	kp.stopProcess()
+	return kp.launch()
 }
 
 // startInNamespace starts kube-proxy from a thread inside the namespace,
@@ -217,28 +247,38 @@ func startKubeProxy(t *testing.T, cp *controlPlane, dir, binary string, cfg prox
 func (kp *kubeProxy) startInNamespace() error {
 	kp.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := make(chan error, 1)
+	cmd, waited := kp.cmd, kp.waited
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread leaves the host's namespace
 		if err := vnetns.Set(kp.ns.Handle()); err != nil {
 			started <- fmt.Errorf("enter %s: %w", kp.ns.Name, err)
 			return
 		}
-		if err := kp.cmd.Start(); err != nil {
+		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
-		kp.exit = kp.cmd.Wait()
-		close(kp.waited)
+		err := cmd.Wait()
+		kp.exitMu.Lock()
+		kp.exit = err
+		kp.exitMu.Unlock()
+		close(waited)
 	}()
 	return <-started
 }
 
-// stop ends kube-proxy (SIGTERM, then SIGKILL after 5s) and the relay.
+// stop ends kube-proxy (stopProcess) and the relay.
 func (kp *kubeProxy) stop() {
 	if kp.relay != nil {
 		kp.relay.Close()
 	}
+	kp.stopProcess()
+}
+
+// stopProcess ends the kube-proxy process: SIGTERM, as the kubelet stops
+// its pod, then SIGKILL after 5s.
+func (kp *kubeProxy) stopProcess() {
 	if kp.cmd == nil || kp.cmd.Process == nil {
 		return
 	}
@@ -260,6 +300,8 @@ func (kp *kubeProxy) stop() {
 func (kp *kubeProxy) exited() (bool, error) {
 	select {
 	case <-kp.waited:
+		kp.exitMu.Lock()
+		defer kp.exitMu.Unlock()
 		return true, kp.exit
 	default:
 		return false, nil

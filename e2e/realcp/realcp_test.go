@@ -264,6 +264,15 @@ type run struct {
 	syncs   []realSync
 	writes  []time.Duration // when each write was issued, after t0
 	metrics string
+	// t0s are t0 and, after each restart, the instant that stands for
+	// virtual 0 from then on (restartedAt says from when).
+	t0s, restartedAt []time.Time
+	// restartSyncs are the indexes of the first syncs of restarted
+	// kube-proxies (direct, like the first).
+	restartSyncs map[int]bool
+	// metricsBefore are the /metrics of each kube-proxy process ended by
+	// a restart, scraped before it was stopped.
+	metricsBefore []string
 	// flushes are the instants (after t0) the operator's flushes ran.
 	flushes []time.Duration
 	// canaryAt are the instants (after t0) kube-proxy's iptables canary
@@ -309,6 +318,7 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 		t.Fatalf("kube-proxy's first sync: %v\n%s", err, kp.log.Tail(40))
 	}
 	r.t0 = kp.log.Syncs()[0].End
+	r.t0s = []time.Time{r.t0}
 	r.proxyUp = kp.log.Syncs()[0].Start.Sub(proxyStart)
 	t.Logf("kube-proxy's first sync %v after it was started", r.proxyUp.Round(time.Millisecond))
 	steps, err := replaySteps(tr)
@@ -328,7 +338,10 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 		}
 		a := st.Action
 		if a.Restart {
-			t.Fatalf("%s: a restart at %v cannot be replayed here yet", s.Name, a.At)
+			if err := r.restart(kp, a.At); err != nil {
+				t.Fatalf("%v: restart: %v\n%s", a.At, err, kp.log.Tail(40))
+			}
+			continue
 		}
 		if a.Fault != nil {
 			if err := kp.injectFailures(a.Fault.N); err != nil {
@@ -352,7 +365,7 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 	}
 	n := 0
 	for _, sy := range kp.log.Syncs() {
-		if sy.Start.Sub(r.t0) <= s.Length()+tolerance {
+		if r.since(sy.Start) <= s.Length()+tolerance {
 			n++
 		}
 	}
@@ -372,10 +385,57 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 		t.Fatal(err)
 	}
 	for _, at := range ensured {
-		r.canaryAt = append(r.canaryAt, at.Sub(r.t0))
+		r.canaryAt = append(r.canaryAt, r.since(at))
 	}
 	r.wall = time.Since(began)
 	return r, facts
+}
+
+// restart stops kube-proxy and starts it again in its namespace, at the
+// virtual instant at. proxysim's restarted proxy syncs at once and in no
+// time, the real one when its informers have synced, its start-up later:
+// as at the first start, the end of that sync stands for the instant at
+// from then on (the writes after it are issued, and the syncs after it
+// compared, from there). Its metrics restart from zero: the old process's
+// are scraped first (compareRun adds them up).
+func (r *run) restart(kp *kubeProxy, at time.Duration) error {
+	m, err := kp.metrics()
+	if err != nil {
+		return fmt.Errorf("scrape /metrics before the restart: %w", err)
+	}
+	r.metricsBefore = append(r.metricsBefore, m)
+	issued := time.Now()
+	n := len(kp.log.Syncs())
+	if err := kp.restart(); err != nil {
+		return err
+	}
+	if err := kp.log.waitSyncs(n+1, 90*time.Second); err != nil {
+		return fmt.Errorf("the restarted kube-proxy's first sync: %w", err)
+	}
+	if r.restartSyncs == nil {
+		r.restartSyncs = map[int]bool{}
+	}
+	r.restartSyncs[n] = true
+	first := kp.log.Syncs()[n]
+	r.t0 = first.End.Add(-at)
+	r.t0s = append(r.t0s, r.t0)
+	r.restartedAt = append(r.restartedAt, issued)
+	return nil
+}
+
+// since is a real instant after the virtual 0 in effect then (t0, or the
+// one a restart before set).
+func (r *run) since(t time.Time) time.Duration {
+	if len(r.t0s) == 0 {
+		return t.Sub(r.t0)
+	}
+	t0 := r.t0s[0]
+	for i, at := range r.restartedAt {
+		if !t.Before(at) {
+			t0 = r.t0s[i+1]
+		}
+	}
+	return t.Sub(t0)
 }
 
 // replayStep is one thing the replay does at a virtual instant: an action
@@ -448,8 +508,8 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 	// The runner's runs cost what kube-proxy logged for them; direct
 	// syncs (the canary monitor's) cost nothing in proxysim.
 	var runs []time.Duration
-	for _, s := range r.syncs[min(1, len(r.syncs)):] {
-		if !s.Forced {
+	for i, s := range r.syncs {
+		if i > 0 && !s.Forced && !r.restartSyncs[i] {
 			runs = append(runs, s.Elapsed)
 		}
 	}
@@ -469,17 +529,19 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 	}
 	for i := 0; i < min(len(pred), len(r.syncs)); i++ {
 		p, g := pred[i], r.syncs[i]
-		at := g.Start.Sub(r.t0)
-		if i > 0 && p.Why != canaryWhy {
-			if d := absDur(at - p.Start); d > jitter {
-				jitter = d
-			}
-		}
+		at := r.since(g.Start)
 		// The first, direct sync ends at t0: it starts its own duration
-		// before, where proxysim's, which takes no time, starts at 0.
-		if i > 0 && p.Why == canaryWhy {
+		// before, where proxysim's, which takes no time, starts at 0; so
+		// does a restarted kube-proxy's first (see run.restart).
+		switch {
+		case i == 0:
+		case r.restartSyncs[i]:
+			if p.Why != initialWhy {
+				diffs = append(diffs, fmt.Sprintf("sync %d: the restarted kube-proxy's first sync, proxysim predicted a sync at %v (%s)", i+1, p.Start, p.Why))
+			}
+		case p.Why == canaryWhy:
 			// The canary monitor's syncs are timed from the monitor's own
-			// origin on each side (see monitorOffset).
+			// origin on each side (see monitorOrigin).
 			if !g.Forced {
 				diffs = append(diffs, fmt.Sprintf("sync %d: predicted as the canary monitor's forced sync at %v, kube-proxy's at %v was not forced", i+1, p.Start, at.Round(time.Millisecond)))
 			}
@@ -490,10 +552,15 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 			if !within(at-realFrom, p.Start-predFrom, tol) {
 				diffs = append(diffs, fmt.Sprintf("sync %d: predicted %v after the canary monitor's start at %v (%s), kube-proxy %v after its monitor's start at %v (off by %v, tolerance %v)", i+1, p.Start-predFrom, predFrom, p.Why, (at-realFrom).Round(time.Millisecond), realFrom.Round(time.Millisecond), ((at-realFrom)-(p.Start-predFrom)).Round(time.Millisecond), tol))
 			}
-		} else if i > 0 && g.Forced {
+		case g.Forced:
 			diffs = append(diffs, fmt.Sprintf("sync %d at %v: kube-proxy's canary monitor forced it, proxysim predicted a sync at %v (%s)", i+1, at.Round(time.Millisecond), p.Start, p.Why))
-		} else if i > 0 && !within(at, p.Start, tol) {
-			diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at-p.Start).Round(time.Millisecond), tol))
+		default:
+			if d := absDur(at - p.Start); d > jitter {
+				jitter = d
+			}
+			if !within(at, p.Start, tol) {
+				diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at-p.Start).Round(time.Millisecond), tol))
+			}
 		}
 		if (p.Err != "") != g.Failed {
 			diffs = append(diffs, fmt.Sprintf("sync %d: predicted error %q, kube-proxy failed=%v", i+1, p.Err, g.Failed))
@@ -537,13 +604,17 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 	if writeRaced {
 		skip = append(skip, "kubeproxy_sync_proxy_rules_iptables_last")
 	}
-	diffs = append(diffs, compareMetrics(r.metrics, string(ptr.Result.Metrics), localhost, skip...)...)
+	diffs = append(diffs, compareMetrics(append(r.metricsBefore[:len(r.metricsBefore):len(r.metricsBefore)], r.metrics), string(ptr.Result.Metrics), localhost, skip...)...)
 	return diffs, raced, jitter
 }
 
 // canaryWhy is why proxysim's canary monitor syncs (scenarios/iptablesmode
 // NewBackend's SyncNow).
 const canaryWhy = "canary"
+
+// initialWhy is why a proxy's first, direct sync runs (at start and after
+// each restart; sim's proxy consumer).
+const initialWhy = "initial"
 
 // canaryChain is kube-proxy's canary chain (sim/iptables ChainCanary).
 const canaryChain = "KUBE-PROXY-CANARY"
@@ -576,13 +647,13 @@ func (r *run) monitorOrigin(at time.Duration) time.Duration {
 }
 
 // predictedMonitorOrigin is the same for proxysim's monitor, given the
-// syncs before: its first interval starts at 0 with the proxy, each later
-// one when its last forced sync ended (a direct sync takes no time in
-// proxysim).
+// syncs before: its first interval starts at 0 with the proxy (and again
+// with each restarted one, at its first sync), each later one when its
+// last forced sync ended (a direct sync takes no time in proxysim).
 func predictedMonitorOrigin(before []transcript.Sync) time.Duration {
 	from := time.Duration(0)
 	for _, p := range before {
-		if p.Why == canaryWhy {
+		if p.Why == canaryWhy || p.Why == initialWhy {
 			from = p.End
 		}
 	}
@@ -617,7 +688,7 @@ func predStarts(s []transcript.Sync) []time.Duration {
 func realStarts(r *run) []time.Duration {
 	var out []time.Duration
 	for _, x := range r.syncs {
-		out = append(out, x.Start.Sub(r.t0).Round(time.Millisecond))
+		out = append(out, r.since(x.Start).Round(time.Millisecond))
 	}
 	return out
 }
@@ -631,7 +702,7 @@ func describe(r *run) string {
 		if s.Full {
 			kind = "full"
 		}
-		fmt.Fprintf(&b, "  sync %d at %v, %s, %v", i+1, s.Start.Sub(r.t0).Round(time.Millisecond), kind, s.Elapsed.Round(100*time.Microsecond))
+		fmt.Fprintf(&b, "  sync %d at %v, %s, %v", i+1, r.since(s.Start).Round(time.Millisecond), kind, s.Elapsed.Round(100*time.Microsecond))
 		if s.Failed {
 			b.WriteString(", failed")
 		}
