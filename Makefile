@@ -210,6 +210,16 @@ realcp:
 	bash netns/hostdeps.sh
 	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 60m -v . -args $(if $(REALCP_SCENARIO),-realcp-scenario $(REALCP_SCENARIO)) $(if $(REALCP_MAX_LENGTH),-realcp-max-length $(REALCP_MAX_LENGTH))
 
+.PHONY: realcp-ci
+## realcp-ci: CI's subset of make realcp (root): REALCP_CI_SCENARIOS, short stories that cover iptables-nft,
+## iptables-legacy, nftables with a failing transaction, a controller story and a restart, each verdict checked against
+## the pinned one, plus the kill test (docs/realcp.md "CI's subset")
+REALCP_CI_SCENARIOS ?= iptables-traffic-policies,nftables-stale-chain-cleanup-failure,iptables-pod-label-change,restart-nftables
+realcp-ci:
+	@[ "$$(id -u)" = 0 ] || { echo "make realcp-ci needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -v -run '^(TestKubeProxyBinaryAgainstPrediction|TestKilledRunLeavesNothing|TestEveryScenarioHasACase)$$' . -args -realcp-scenario $(REALCP_CI_SCENARIOS) -realcp-check-pinned
+
 .PHONY: calibrate
 ## calibrate: measure a cost profile on this machine (root; ≤ 10 min here): profile.json and profile.svg.
 ## CI: make calibrate CALIBRATE_ARGS='--quick --max-self-error 0.5' (66 s here; fails when the profile misses its own points)

@@ -163,6 +163,56 @@ var comparedMetrics = []string{
 	"kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
 }
 
+// seriesOfProcesses is the compared series of kube-proxy over its
+// processes (one per start, the last one's text last): a restarted
+// process counts from zero where proxysim's metrics go on, so counters and
+// histogram sample counts are summed over the processes; gauges are the
+// last process's.
+func seriesOfProcesses(texts []string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for i, text := range texts {
+		one, err := seriesOf(text)
+		if err != nil {
+			return nil, err
+		}
+		gauges, err := gaugesOf(text)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range one {
+			switch {
+			case i == len(texts)-1:
+				if gauges[k] {
+					out[k] = v
+				} else {
+					out[k] += v
+				}
+			case !gauges[k]:
+				out[k] += v
+			}
+		}
+	}
+	return out, nil
+}
+
+// gaugesOf says which compared series of a scrape are gauges.
+func gaugesOf(text string) (map[string]bool, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, name := range comparedMetrics {
+		if f := fams[name]; f != nil && f.GetType() == dto.MetricType_GAUGE {
+			for _, m := range f.GetMetric() {
+				out[name+labelsOf(m)] = true
+			}
+		}
+	}
+	return out, nil
+}
+
 // series is one metric series' compared value, keyed by name and labels.
 func seriesOf(text string) (map[string]float64, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
@@ -205,8 +255,10 @@ func labelsOf(m *dto.Metric) string {
 // localhostRules is the number of localhost node-port rules in the
 // kernel's last table (localhostNodePortRule): kube-proxy counts them in
 // its nat rule gauges, proxysim writes none.
-func compareMetrics(real, predicted string, localhostRules int, skip ...string) []string {
-	r, err := seriesOf(real)
+// real holds one scrape per kube-proxy process, in order (see
+// seriesOfProcesses).
+func compareMetrics(real []string, predicted string, localhostRules int, skip ...string) []string {
+	r, err := seriesOfProcesses(real)
 	if err != nil {
 		return []string{fmt.Sprintf("kube-proxy's /metrics: %v", err)}
 	}

@@ -119,9 +119,16 @@ type kubeProxy struct {
 	cfg    proxyConfig
 	cmd    *exec.Cmd
 	waited chan struct{}
+	exitMu sync.Mutex
 	exit   error
 	log    *syncLog
 	relay  net.Listener
+	// binary, args, env and out start each process (a restart starts
+	// another in the same namespace, writing to the same log).
+	binary string
+	args   []string
+	env    []string
+	out    io.Writer
 }
 
 // startKubeProxy makes kube-proxy's namespace, its Node, its files, and
@@ -193,20 +200,43 @@ func startKubeProxy(t *testing.T, cp *controlPlane, dir, binary string, cfg prox
 	if cfg.CPUProbe {
 		kp.log.atStart = kp.cpuTimes
 	}
-	pr, pw := io.Pipe()
-	kp.cmd = exec.Command(binary, "--config="+config, "--hostname-override="+cfg.NodeName, "-v=2")
-	kp.cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XTABLES_LOCKFILE=/tmp/proxysim-xtables.lock")
-	kp.cmd.Stdout = io.MultiWriter(logFile, pw)
-	kp.cmd.Stderr = kp.cmd.Stdout
-	go kp.log.read(pr)
-	if err := kp.startInNamespace(); err != nil {
+	kp.binary, kp.out = binary, logFile
+	kp.args = []string{"--config=" + config, "--hostname-override=" + cfg.NodeName, "-v=2"}
+	kp.env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XTABLES_LOCKFILE=/tmp/proxysim-xtables.lock")
+	if err := kp.launch(); err != nil {
 		t.Fatalf("start kube-proxy: %v", err)
 	}
+	return kp
+}
+
+// launch starts a kube-proxy process in the namespace, its output read
+// into the sync log.
+func (kp *kubeProxy) launch() error {
+	pr, pw := io.Pipe()
+	kp.cmd = exec.Command(kp.binary, kp.args...)
+	kp.cmd.Env = kp.env
+	kp.cmd.Stdout = io.MultiWriter(kp.out, pw)
+	kp.cmd.Stderr = kp.cmd.Stdout
+	kp.waited = make(chan struct{})
+	waited := kp.waited
+	go kp.log.read(pr)
+	if err := kp.startInNamespace(); err != nil {
+		pw.Close()
+		return err
+	}
 	go func() {
-		<-kp.waited
+		<-waited
 		pw.Close()
 	}()
-	return kp
+	return nil
+}
+
+// restart ends the kube-proxy process (stopProcess) and starts another in
+// the same namespace: the kernel's tables stay, as when a node's
+// kube-proxy pod restarts.
+func (kp *kubeProxy) restart() error {
+	kp.stopProcess()
+	return kp.launch()
 }
 
 // startInNamespace starts kube-proxy from a thread inside the namespace,
@@ -217,28 +247,38 @@ func startKubeProxy(t *testing.T, cp *controlPlane, dir, binary string, cfg prox
 func (kp *kubeProxy) startInNamespace() error {
 	kp.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := make(chan error, 1)
+	cmd, waited := kp.cmd, kp.waited
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread leaves the host's namespace
 		if err := vnetns.Set(kp.ns.Handle()); err != nil {
 			started <- fmt.Errorf("enter %s: %w", kp.ns.Name, err)
 			return
 		}
-		if err := kp.cmd.Start(); err != nil {
+		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
-		kp.exit = kp.cmd.Wait()
-		close(kp.waited)
+		err := cmd.Wait()
+		kp.exitMu.Lock()
+		kp.exit = err
+		kp.exitMu.Unlock()
+		close(waited)
 	}()
 	return <-started
 }
 
-// stop ends kube-proxy (SIGTERM, then SIGKILL after 5s) and the relay.
+// stop ends kube-proxy (stopProcess) and the relay.
 func (kp *kubeProxy) stop() {
 	if kp.relay != nil {
 		kp.relay.Close()
 	}
+	kp.stopProcess()
+}
+
+// stopProcess ends the kube-proxy process: SIGTERM, as the kubelet stops
+// its pod, then SIGKILL after 5s.
+func (kp *kubeProxy) stopProcess() {
 	if kp.cmd == nil || kp.cmd.Process == nil {
 		return
 	}
@@ -260,6 +300,8 @@ func (kp *kubeProxy) stop() {
 func (kp *kubeProxy) exited() (bool, error) {
 	select {
 	case <-kp.waited:
+		kp.exitMu.Lock()
+		defer kp.exitMu.Unlock()
 		return true, kp.exit
 	default:
 		return false, nil
@@ -281,10 +323,16 @@ func toolDir(dir string, cfg proxyConfig) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		for _, name := range []string{"iptables", "iptables-save", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		for _, name := range []string{"iptables-save", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
 			if err := os.Symlink(multi, filepath.Join(bin, name)); err != nil {
 				return "", err
 			}
+		}
+		// iptables notes when kube-proxy's canary monitor creates its
+		// canary in the last of its tables (filter): the monitor's
+		// interval counts from there (see monitorOrigins).
+		if err := os.WriteFile(filepath.Join(bin, "iptables"), []byte(canaryLogger(filepath.Join(dir, canaryFile), multi+" iptables")), 0o755); err != nil {
+			return "", err
 		}
 		// iptables-restore fails while the fault file counts failures
 		// left (a scenario's restoreFailures), changing nothing.
@@ -312,6 +360,45 @@ func toolDir(dir string, cfg proxyConfig) (string, error) {
 		return "", err
 	}
 	return bin, nil
+}
+
+// canaryFile, in the run's folder, lists the instants (Unix seconds) at
+// which kube-proxy's iptables canary monitor created its canary chain in
+// the filter table, the last of its three: the start of each of its
+// intervals.
+const canaryFile = "canary-ensured"
+
+// canaryLogger is a shell script that runs real with its arguments, and
+// first appends the time to log when they create the canary chain in the
+// filter table (`iptables -w 5 -N KUBE-PROXY-CANARY -t filter`,
+// pkg/util/iptables/iptables.go EnsureChain).
+func canaryLogger(log, real string) string {
+	return fmt.Sprintf(`#!/bin/sh
+case " $* " in *" -N KUBE-PROXY-CANARY -t filter "*) date +%%s.%%N >> %q ;; esac
+exec %s "$@"
+`, log, real)
+}
+
+// canaryEnsured reads canaryFile: the instants the monitor created its
+// filter canary, in order.
+func (kp *kubeProxy) canaryEnsured() ([]time.Time, error) {
+	b, err := os.ReadFile(filepath.Join(kp.dir, canaryFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	for _, l := range strings.Fields(string(b)) {
+		f, err := strconv.ParseFloat(l, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", canaryFile, l, err)
+		}
+		sec := int64(f)
+		out = append(out, time.Unix(sec, int64((f-float64(sec))*1e9)))
+	}
+	return out, nil
 }
 
 // faultFile, in the run's folder, holds how many of kube-proxy's
@@ -344,6 +431,25 @@ func (kp *kubeProxy) injectFailures(n int) error {
 		old, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	return os.WriteFile(f, []byte(strconv.Itoa(old+n)+"\n"), 0o644)
+}
+
+// flush empties iptables tables in kube-proxy's namespace behind its back,
+// as an operator does: `iptables -t TABLE -F` then `-X`, through the
+// backend kube-proxy uses (the scenario's iptablesFlush step).
+func (kp *kubeProxy) flush(tables []string) error {
+	if kp.cfg.Mode != "iptables" {
+		return fmt.Errorf("an iptables flush in %s mode", kp.cfg.Mode)
+	}
+	ipt, err := kp.ns.IPTables(kp.cfg.Backend)
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if err := ipt.Flush(t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // snapshotter reads the kernel's tables kube-proxy writes, in the
@@ -469,8 +575,12 @@ type realSync struct {
 	Elapsed    time.Duration
 	Full       bool
 	Failed     bool
-	Dataplane  string
-	SnapErr    error
+	// Forced: the canary monitor's sync after a flush
+	// (forceSyncProxyRules, outside the runner), told by its "Reloading
+	// after iptables flush" line just before.
+	Forced    bool
+	Dataplane string
+	SnapErr   error
 	// StartProbe is kube-proxy's CPU times read at the start line (with
 	// CPUProbe; Dataplane then holds them read at the end line).
 	StartProbe string
@@ -491,7 +601,9 @@ type syncLog struct {
 	mu      sync.Mutex
 	syncs   []realSync
 	lines   []string // every line, for failure reports
-	changed chan struct{}
+	// reloading: the monitor announced a forced sync, not started yet.
+	reloading bool
+	changed   chan struct{}
 }
 
 func newSyncLog(snapshot func() (string, error)) *syncLog {
@@ -536,6 +648,10 @@ func (l *syncLog) read(r io.Reader) {
 		}
 		msg, kv := m[3], m[4]
 		switch {
+		case msg == "Reloading after iptables flush":
+			l.mu.Lock()
+			l.reloading = true
+			l.mu.Unlock()
 		case msg == "Syncing iptables rules" || msg == "Syncing nftables rules":
 			s := realSync{Start: at}
 			if f := kvFull.FindStringSubmatch(kv); f != nil {
@@ -549,6 +665,7 @@ func (l *syncLog) read(r io.Reader) {
 				// cannot happen: syncProxyRules holds its mutex
 				l.syncs[n-1].Failed = true
 			}
+			s.Forced, l.reloading = l.reloading, false
 			l.syncs = append(l.syncs, s)
 			l.mu.Unlock()
 		case msg == "Sync failed":

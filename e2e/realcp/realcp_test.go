@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,8 @@ import (
 var (
 	updateVerdicts = flag.Bool("update-realcp", false, "rewrite the pinned verdicts (testdata/realcp-*.txt) instead of comparing with them")
 	onlyScenario   = flag.String("realcp-scenario", "", "run only these library scenarios (comma-separated); the verdicts are not checked")
-	maxLength      = flag.Duration("realcp-max-length", 0, "run only the scenarios at most this long (CI's subset); the verdicts are not checked")
+	maxLength      = flag.Duration("realcp-max-length", 0, "run only the scenarios at most this long; the verdicts are not checked")
+	checkPinned    = flag.Bool("realcp-check-pinned", false, "with -realcp-scenario or -realcp-max-length: each verdict must be the one pinned in testdata/realcp.txt (make realcp-ci)")
 )
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -261,9 +264,23 @@ type run struct {
 	syncs   []realSync
 	writes  []time.Duration // when each write was issued, after t0
 	metrics string
-	wall    time.Duration
-	startup time.Duration // control plane
-	proxyUp time.Duration // kube-proxy started to its first sync
+	// t0s are t0 and, after each restart, the instant that stands for
+	// virtual 0 from then on (restartedAt says from when).
+	t0s, restartedAt []time.Time
+	// restartSyncs are the indexes of the first syncs of restarted
+	// kube-proxies (direct, like the first).
+	restartSyncs map[int]bool
+	// metricsBefore are the /metrics of each kube-proxy process ended by
+	// a restart, scraped before it was stopped.
+	metricsBefore []string
+	// flushes are the instants (after t0) the operator's flushes ran.
+	flushes []time.Duration
+	// canaryAt are the instants (after t0) kube-proxy's iptables canary
+	// monitor created its canaries (each start of its interval).
+	canaryAt []time.Duration
+	wall     time.Duration
+	startup  time.Duration // control plane
+	proxyUp  time.Duration // kube-proxy started to its first sync
 }
 
 // replayReal runs s against a real control plane and kube-proxy.
@@ -301,14 +318,30 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 		t.Fatalf("kube-proxy's first sync: %v\n%s", err, kp.log.Tail(40))
 	}
 	r.t0 = kp.log.Syncs()[0].End
+	r.t0s = []time.Time{r.t0}
 	r.proxyUp = kp.log.Syncs()[0].Start.Sub(proxyStart)
 	t.Logf("kube-proxy's first sync %v after it was started", r.proxyUp.Round(time.Millisecond))
-	for _, a := range tr.Script {
-		if a.Restart {
-			t.Fatalf("%s: a restart at %v cannot be replayed here yet", s.Name, a.At)
-		}
-		if d := time.Until(r.t0.Add(a.At)); d > 0 {
+	steps, err := replaySteps(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range steps {
+		if d := time.Until(r.t0.Add(st.At)); d > 0 {
 			time.Sleep(d)
+		}
+		if st.Flush != nil {
+			if err := kp.flush(st.Flush); err != nil {
+				t.Fatalf("%v: iptablesFlush: %v", st.At, err)
+			}
+			r.flushes = append(r.flushes, time.Since(r.t0))
+			continue
+		}
+		a := st.Action
+		if a.Restart {
+			if err := r.restart(kp, a.At); err != nil {
+				t.Fatalf("%v: restart: %v\n%s", a.At, err, kp.log.Tail(40))
+			}
+			continue
 		}
 		if a.Fault != nil {
 			if err := kp.injectFailures(a.Fault.N); err != nil {
@@ -332,7 +365,7 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 	}
 	n := 0
 	for _, sy := range kp.log.Syncs() {
-		if sy.Start.Sub(r.t0) <= s.Length()+tolerance {
+		if r.since(sy.Start) <= s.Length()+tolerance {
 			n++
 		}
 	}
@@ -347,8 +380,106 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 		t.Fatalf("scrape kube-proxy's /metrics: %v", err)
 	}
 	r.syncs = kp.log.Syncs()[:n]
+	ensured, err := kp.canaryEnsured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range ensured {
+		r.canaryAt = append(r.canaryAt, r.since(at))
+	}
 	r.wall = time.Since(began)
 	return r, facts
+}
+
+// restart stops kube-proxy and starts it again in its namespace, at the
+// virtual instant at. proxysim's restarted proxy syncs at once and in no
+// time, the real one when its informers have synced, its start-up later:
+// as at the first start, the end of that sync stands for the instant at
+// from then on (the writes after it are issued, and the syncs after it
+// compared, from there). Its metrics restart from zero: the old process's
+// are scraped first (compareRun adds them up).
+func (r *run) restart(kp *kubeProxy, at time.Duration) error {
+	m, err := kp.metrics()
+	if err != nil {
+		return fmt.Errorf("scrape /metrics before the restart: %w", err)
+	}
+	r.metricsBefore = append(r.metricsBefore, m)
+	issued := time.Now()
+	n := len(kp.log.Syncs())
+	if err := kp.restart(); err != nil {
+		return err
+	}
+	if err := kp.log.waitSyncs(n+1, 90*time.Second); err != nil {
+		return fmt.Errorf("the restarted kube-proxy's first sync: %w", err)
+	}
+	if r.restartSyncs == nil {
+		r.restartSyncs = map[int]bool{}
+	}
+	r.restartSyncs[n] = true
+	first := kp.log.Syncs()[n]
+	r.t0 = first.End.Add(-at)
+	r.t0s = append(r.t0s, r.t0)
+	r.restartedAt = append(r.restartedAt, issued)
+	return nil
+}
+
+// since is a real instant after the virtual 0 in effect then (t0, or the
+// one a restart before set).
+func (r *run) since(t time.Time) time.Duration {
+	if len(r.t0s) == 0 {
+		return t.Sub(r.t0)
+	}
+	t0 := r.t0s[0]
+	for i, at := range r.restartedAt {
+		if !t.Before(at) {
+			t0 = r.t0s[i+1]
+		}
+	}
+	return t.Sub(t0)
+}
+
+// replayStep is one thing the replay does at a virtual instant: an action
+// of the transcript's script, or an operator's flush of iptables tables.
+type replayStep struct {
+	At     time.Duration
+	Action *transcript.Action
+	// Flush are the tables an iptablesFlush step empties (`iptables -t
+	// TABLE -F; iptables -t TABLE -X` each), in its order.
+	Flush []string
+}
+
+// flushCommand is one command of an iptablesFlush step as the trace
+// records it (scenarios/iptablesmode Flush).
+var flushCommand = regexp.MustCompile(`^iptables -t (\w+) -([FX])$`)
+
+// replaySteps is the transcript's script with the iptablesFlush steps
+// merged in at their instants (a transcript lists such a step as
+// unsupported: kube-proxy's code driven through its API objects has no
+// counterpart, but its kernel here has: the operator's commands run in
+// kube-proxy's namespace).
+func replaySteps(tr *transcript.Transcript) ([]replayStep, error) {
+	var out []replayStep
+	for i := range tr.Script {
+		out = append(out, replayStep{At: tr.Script[i].At, Action: &tr.Script[i]})
+	}
+	for _, st := range tr.Steps {
+		if st.Op != "iptablesFlush" {
+			continue
+		}
+		f := replayStep{At: st.At, Flush: []string{}}
+		for _, c := range strings.Split(strings.TrimSuffix(st.Detail, " (operator)"), "; ") {
+			m := flushCommand.FindStringSubmatch(c)
+			if m == nil {
+				return nil, fmt.Errorf("iptablesFlush at %v: cannot read %q", st.At, c)
+			}
+			if m[2] == "F" {
+				f.Flush = append(f.Flush, m[1])
+			}
+		}
+		out = append(out, f)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out, nil
 }
 
 // kindOf is "Service" or "EndpointSlice" by the object's Go type.
@@ -374,14 +505,19 @@ func within(real, pred, tol time.Duration) bool {
 // tables after each; then the metrics. It returns one line per difference,
 // and the largest start offset seen.
 func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.Duration) (diffs, raced []string, jitter time.Duration) {
+	// The runner's runs cost what kube-proxy logged for them; direct
+	// syncs (the canary monitor's) cost nothing in proxysim.
 	var runs []time.Duration
-	for _, s := range r.syncs[min(1, len(r.syncs)):] {
-		runs = append(runs, s.Elapsed)
+	for i, s := range r.syncs {
+		if i > 0 && !s.Forced && !r.restartSyncs[i] {
+			runs = append(runs, s.Elapsed)
+		}
 	}
 	ptr, err := recordPredicted(predicted(r.s, facts, runs), runs)
 	if err != nil {
 		t.Fatalf("proxysim's prediction: %v", err)
 	}
+	writeRaced := false
 	var pred []transcript.Sync
 	for _, p := range ptr.Syncs {
 		if p.Start <= r.s.Length()+tolerance { // as the real syncs are counted
@@ -393,16 +529,38 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 	}
 	for i := 0; i < min(len(pred), len(r.syncs)); i++ {
 		p, g := pred[i], r.syncs[i]
-		at := g.Start.Sub(r.t0)
-		if i > 0 {
+		at := r.since(g.Start)
+		// The first, direct sync ends at t0: it starts its own duration
+		// before, where proxysim's, which takes no time, starts at 0; so
+		// does a restarted kube-proxy's first (see run.restart).
+		switch {
+		case i == 0:
+		case r.restartSyncs[i]:
+			if p.Why != initialWhy {
+				diffs = append(diffs, fmt.Sprintf("sync %d: the restarted kube-proxy's first sync, proxysim predicted a sync at %v (%s)", i+1, p.Start, p.Why))
+			}
+		case p.Why == canaryWhy:
+			// The canary monitor's syncs are timed from the monitor's own
+			// origin on each side (see monitorOrigin).
+			if !g.Forced {
+				diffs = append(diffs, fmt.Sprintf("sync %d: predicted as the canary monitor's forced sync at %v, kube-proxy's at %v was not forced", i+1, p.Start, at.Round(time.Millisecond)))
+			}
+			realFrom, predFrom := r.monitorOrigin(at), predictedMonitorOrigin(pred[:i])
+			if d := absDur((at - realFrom) - (p.Start - predFrom)); d > jitter {
+				jitter = d
+			}
+			if !within(at-realFrom, p.Start-predFrom, tol) {
+				diffs = append(diffs, fmt.Sprintf("sync %d: predicted %v after the canary monitor's start at %v (%s), kube-proxy %v after its monitor's start at %v (off by %v, tolerance %v)", i+1, p.Start-predFrom, predFrom, p.Why, (at-realFrom).Round(time.Millisecond), realFrom.Round(time.Millisecond), ((at-realFrom)-(p.Start-predFrom)).Round(time.Millisecond), tol))
+			}
+		case g.Forced:
+			diffs = append(diffs, fmt.Sprintf("sync %d at %v: kube-proxy's canary monitor forced it, proxysim predicted a sync at %v (%s)", i+1, at.Round(time.Millisecond), p.Start, p.Why))
+		default:
 			if d := absDur(at - p.Start); d > jitter {
 				jitter = d
 			}
-		}
-		// The first, direct sync ends at t0: it starts its own duration
-		// before, where proxysim's, which takes no time, starts at 0.
-		if i > 0 && !within(at, p.Start, tol) {
-			diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at-p.Start).Round(time.Millisecond), tol))
+			if !within(at, p.Start, tol) {
+				diffs = append(diffs, fmt.Sprintf("sync %d: predicted at %v (%s), kube-proxy at %v (off by %v, tolerance %v)", i+1, p.Start, p.Why, at.Round(time.Millisecond), (at-p.Start).Round(time.Millisecond), tol))
+			}
 		}
 		if (p.Err != "") != g.Failed {
 			diffs = append(diffs, fmt.Sprintf("sync %d: predicted error %q, kube-proxy failed=%v", i+1, p.Err, g.Failed))
@@ -411,7 +569,12 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 			diffs = append(diffs, fmt.Sprintf("sync %d: reading the kernel: %v", i+1, g.SnapErr))
 			continue
 		}
-		if err := compareTables(mode, p.Dataplane, g.Dataplane); err != nil {
+		if err := compareTables(mode, p.Dataplane, g.Dataplane); err != nil && p.Why == canaryWhy && compareTables(mode, withoutCanary(p.Dataplane), withoutCanary(g.Dataplane)) == nil {
+			// The monitor creates its canaries again right after its
+			// sync, racing with the kernel's read here; proxysim's
+			// snapshot is taken before.
+			raced = append(raced, fmt.Sprintf("sync %d at %v: the canary monitor's %s chains, created right after its sync, were read with it", i+1, p.Start, canaryChain))
+		} else if err != nil {
 			// Writes issued within the tolerance of a sync's start may
 			// land on either side of it in real time: accepted when the
 			// next sync leaves the same tables on both sides (the write
@@ -419,6 +582,7 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 			// bubble comparison accepts a race at one virtual instant.
 			if i+1 < min(len(pred), len(r.syncs)) && r.writeNear(at, tol) && r.syncs[i+1].SnapErr == nil &&
 				compareTables(mode, pred[i+1].Dataplane, r.syncs[i+1].Dataplane) == nil {
+				writeRaced = true
 				raced = append(raced, fmt.Sprintf("sync %d at %v: a write issued within %v of its start was programmed by a neighbouring sync; sync %d agrees", i+1, p.Start, tol, i+2))
 				continue
 			}
@@ -437,11 +601,63 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 	// two sides (tables agree): the rules written by the last sync are not
 	// comparable then.
 	var skip []string
-	if len(raced) > 0 {
+	if writeRaced {
 		skip = append(skip, "kubeproxy_sync_proxy_rules_iptables_last")
 	}
-	diffs = append(diffs, compareMetrics(r.metrics, string(ptr.Result.Metrics), localhost, skip...)...)
+	diffs = append(diffs, compareMetrics(append(r.metricsBefore[:len(r.metricsBefore):len(r.metricsBefore)], r.metrics), string(ptr.Result.Metrics), localhost, skip...)...)
 	return diffs, raced, jitter
+}
+
+// canaryWhy is why proxysim's canary monitor syncs (scenarios/iptablesmode
+// NewBackend's SyncNow).
+const canaryWhy = "canary"
+
+// initialWhy is why a proxy's first, direct sync runs (at start and after
+// each restart; sim's proxy consumer).
+const initialWhy = "initial"
+
+// canaryChain is kube-proxy's canary chain (sim/iptables ChainCanary).
+const canaryChain = "KUBE-PROXY-CANARY"
+
+// withoutCanary is iptables-save text without the (empty) canary chains.
+func withoutCanary(save string) string {
+	var out []string
+	for _, l := range strings.Split(save, "\n") {
+		if strings.HasPrefix(l, ":"+canaryChain+" ") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// monitorOrigin is the start (after t0) of the real canary monitor's
+// interval that a sync at `at` ended: the last time it created its
+// canaries before. Its first one is at the proxier's construction, before
+// the informers synced and the first sync ran (so before t0); after each
+// forced sync it creates them again, when that sync has ended.
+func (r *run) monitorOrigin(at time.Duration) time.Duration {
+	from := time.Duration(0)
+	for _, c := range r.canaryAt {
+		if c < at {
+			from = c
+		}
+	}
+	return from
+}
+
+// predictedMonitorOrigin is the same for proxysim's monitor, given the
+// syncs before: its first interval starts at 0 with the proxy (and again
+// with each restarted one, at its first sync), each later one when its
+// last forced sync ended (a direct sync takes no time in proxysim).
+func predictedMonitorOrigin(before []transcript.Sync) time.Duration {
+	from := time.Duration(0)
+	for _, p := range before {
+		if p.Why == canaryWhy || p.Why == initialWhy {
+			from = p.End
+		}
+	}
+	return from
 }
 
 // writeNear reports whether a write was issued within tol of at.
@@ -472,7 +688,7 @@ func predStarts(s []transcript.Sync) []time.Duration {
 func realStarts(r *run) []time.Duration {
 	var out []time.Duration
 	for _, x := range r.syncs {
-		out = append(out, x.Start.Sub(r.t0).Round(time.Millisecond))
+		out = append(out, r.since(x.Start).Round(time.Millisecond))
 	}
 	return out
 }
@@ -486,11 +702,17 @@ func describe(r *run) string {
 		if s.Full {
 			kind = "full"
 		}
-		fmt.Fprintf(&b, "  sync %d at %v, %s, %v", i+1, s.Start.Sub(r.t0).Round(time.Millisecond), kind, s.Elapsed.Round(100*time.Microsecond))
+		fmt.Fprintf(&b, "  sync %d at %v, %s, %v", i+1, r.since(s.Start).Round(time.Millisecond), kind, s.Elapsed.Round(100*time.Microsecond))
 		if s.Failed {
 			b.WriteString(", failed")
 		}
+		if s.Forced {
+			b.WriteString(", forced by the canary monitor")
+		}
 		b.WriteString("\n")
+	}
+	for _, c := range r.canaryAt {
+		fmt.Fprintf(&b, "  the canary monitor created its canaries at %v (starting its interval)\n", c.Round(time.Millisecond))
 	}
 	return b.String()
 }

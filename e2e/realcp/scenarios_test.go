@@ -2,6 +2,7 @@ package realcp
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,17 @@ type realCase struct {
 	backend  netns.IPTablesBackend // iptables mode only
 	// listed says why the scenario is not replayed here (yet).
 	listed string
+	// file, if set, is a scenario of this package's testdata (scenario
+	// is its name), not the library's.
+	file string
+}
+
+// load is the case's scenario.
+func (c realCase) load() (*scenarios.Scenario, error) {
+	if c.file != "" {
+		return scenarios.Load(c.file)
+	}
+	return scenarios.LoadLibrary(c.scenario)
 }
 
 func (c realCase) label(mode string) string {
@@ -60,14 +72,19 @@ var realCases = []realCase{
 	{scenario: "nftables-transaction-failure-retry"},
 	{scenario: "nftables-stale-chain-cleanup-failure"},
 	{scenario: "churn-nftables"},
+	// The operator's flushes run in kube-proxy's namespace.
+	{scenario: "iptables-canary-flush", backend: netns.NFT},
+	{scenario: "iptables-canary-flush", backend: netns.Legacy},
+	// Restarts: short stories of this package (the library's is an hour).
+	{scenario: "restart-iptables", backend: netns.NFT, file: "testdata/scenarios/restart-iptables.yaml"},
+	{scenario: "restart-nftables", file: "testdata/scenarios/restart-nftables.yaml"},
 
-	{scenario: "iptables-canary-flush", listed: "step iptablesFlush (an operator's flush behind kube-proxy's back) is not replayed on the real tables yet"},
 	{scenario: "iptables-restore-failure-retry-v1.33", listed: "proxy.version v1.33.0 is the burst runner; this binary is v1.36.3"},
 	{scenario: "iptables-partial-sync", listed: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync): on demand only, not yet run"},
 	{scenario: "iptables-large-cluster", listed: "50 minutes of real time (its last step is at 3016s): on demand only, not yet run"},
 	{scenario: "generated-cluster-iptables", listed: "a generated cluster (namespace gen, 300 Services): not yet run against the binary; generated clusters' sync durations are measured by TestSyncDurationsAtScale"},
 	{scenario: "cluster-pools-iptables", listed: "node pools (cluster.pools): one kube-proxy per pool, not one binary; not yet run"},
-	{scenario: "nftables-partial-and-full-syncs", listed: "an hour of real time (the hourly full sync) and a restart step: not yet run"},
+	{scenario: "nftables-partial-and-full-syncs", listed: "an hour of real time (the hourly full sync): on demand only, not yet run (its restart step is replayed: restart-nftables checks it on a short story)"},
 }
 
 // TestKubeProxyBinaryAgainstPrediction replays each case against a real
@@ -81,7 +98,7 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 		if *onlyScenario != "" && !slices.Contains(strings.Split(*onlyScenario, ","), c.scenario) {
 			continue
 		}
-		s, err := scenarios.LoadLibrary(c.scenario)
+		s, err := c.load()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,9 +134,43 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 		rows = append(rows, transcript.Verdict{Scenario: label, Verdict: verdict})
 	}
 	if *onlyScenario != "" || *maxLength > 0 {
+		if *checkPinned {
+			checkPinnedRows(t, "testdata/realcp.txt", rows)
+		}
 		return
 	}
 	transcript.CheckVerdicts(t, "testdata/realcp.txt", fmt.Sprintf("kube-proxy v1.36.3's binary on a real API server against proxysim's prediction (sync starts within %v, tables equal after every sync, metrics equal)", tolerance), rows, *updateVerdicts)
+}
+
+// checkPinnedRows checks a subset's verdicts against the rows pinned by a
+// full run (CI's subset: a verdict that changes fails there too, not only
+// a story that stops passing).
+func checkPinnedRows(t *testing.T, golden string, rows []transcript.Verdict) {
+	t.Helper()
+	data, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if label, verdict, ok := strings.Cut(l, "\t"); ok && !strings.HasPrefix(l, "#") {
+			pinned[label] = verdict
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("no scenario of %q was run", *onlyScenario)
+	}
+	for _, r := range rows {
+		want, ok := pinned[r.Scenario]
+		switch {
+		case !ok:
+			t.Errorf("%s: no verdict pinned in %s", r.Scenario, golden)
+		case want != r.Verdict:
+			t.Errorf("%s: %s, pinned in %s: %s", r.Scenario, r.Verdict, golden, want)
+		default:
+			t.Logf("%s: %s, as pinned", r.Scenario, r.Verdict)
+		}
+	}
 }
 
 func maxDur(ds []time.Duration) time.Duration {
