@@ -181,7 +181,7 @@ ci: vet test race fuzz upstream
 ## ci-recipe: the users' CI recipe (docs/ci/proxysim-ci.sh) on its sample folder
 ## (docs/ci/sample), with proxysim go-installed outside the repo: the fake
 ## dataplane; as root, this host's kernel (iptables on both backends,
-## nftables); the example proxy's ReplayInBubble tests (examples/naiveproxy).
+## nftables); the example proxy's bubble.Replay tests (examples/naiveproxy).
 ## IPVS is left out unless CI_RECIPE_IPVS=vm (QEMU) or netns (a kernel with
 ## ip_vs). JUnit reports in artifacts/ci-recipe/.
 CI_RECIPE_IPVS ?=
