@@ -196,7 +196,13 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 	if !d.validateChurn(s, last) {
 		return
 	}
-	steps, _ := generateChurn(s.Cluster.Churn, last, objects, len(s.nodes))
+	steps, changes, skipped := generateChurn(s.Cluster.Churn, last, objects)
+	if planned := len(changes) + skipped; skipped*20 > planned {
+		// More than 5% left out: the rate would not hold.
+		d.addAt(s.Cluster.Churn.Src.At("rate"), "the generated Deployments cannot take %v changes/s: %d of %d changes found every Deployment busy with another process; lower the rate or the processes' durations, or generate more Services",
+			*s.Cluster.Churn.Rate, skipped, planned)
+		return
+	}
 	merged := make([]Step, 0, len(s.Timeline)+len(steps))
 	i := 0
 	for _, g := range steps {
@@ -211,7 +217,7 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 
 // generateChurn makes the churn's steps in time order, and every change
 // they make.
-func generateChurn(c *ChurnSpec, last time.Duration, objects []Object, nodes int) ([]Step, []ChurnChange) {
+func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, []ChurnChange, int) {
 	st := c.settings(last)
 	rng := rand.New(rand.NewPCG(st.seed, 0x636875726e)) // "churn"
 	src := Src{Line: c.Src.Line, Column: c.Src.Column, Path: c.Src.Path}
@@ -246,7 +252,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object, nodes int
 	}
 	deps = slices.DeleteFunc(deps, func(dp *deployment) bool { return dp.replicas == 0 })
 	if len(deps) == 0 {
-		return nil, nil
+		return nil, nil, 0
 	}
 	pods := 0
 	for _, dp := range deps {
@@ -278,12 +284,20 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object, nodes int
 			changes = append(changes, ChurnChange{at, p})
 		}
 	}
-	// pick draws a Deployment free from t to end (none after 20 draws:
-	// the event is left out).
+	// pick draws a Deployment free from t to end: a few random draws,
+	// then the first free one from a random place on. None: the event is
+	// left out (counted in skipped).
+	skipped := 0
 	pick := func(t, end time.Duration, ok func(*deployment) bool) *deployment {
-		for range 20 {
-			dp := deps[rng.IntN(len(deps))]
-			if dp.busyUntil <= t && dp.up && end <= st.until && ok(dp) {
+		free := func(dp *deployment) bool { return dp.busyUntil <= t && dp.up && end <= st.until && ok(dp) }
+		for range 8 {
+			if dp := deps[rng.IntN(len(deps))]; free(dp) {
+				return dp
+			}
+		}
+		from := rng.IntN(len(deps))
+		for i := range deps {
+			if dp := deps[(from+i)%len(deps)]; free(dp) {
 				return dp
 			}
 		}
@@ -304,6 +318,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object, nodes int
 		}
 		proc := churnProcesses[p]
 		n := 2
+		before := len(steps)
 		free := func(*deployment) bool { return true }
 		switch proc {
 		case procFlap, procRestart:
@@ -396,6 +411,9 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object, nodes int
 				dp.busyUntil = t + st.svc + time.Second
 			}
 		}
+		if len(steps) == before && t+st.flap < st.until {
+			skipped += n
+		}
 		gap := time.Duration(float64(n) / st.rate * (0.5 + rng.Float64()) * float64(time.Second))
 		t += max(gap, time.Millisecond)
 		if t >= st.until {
@@ -404,7 +422,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object, nodes int
 	}
 	slices.SortStableFunc(steps, func(a, b Step) int { return cmpDuration(a.At.D(), b.At.D()) })
 	slices.SortStableFunc(changes, func(a, b ChurnChange) int { return cmpDuration(a.At, b.At) })
-	return steps, changes
+	return steps, changes, skipped
 }
 
 func ptrBool(b bool) *bool { return &b }
