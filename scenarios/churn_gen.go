@@ -319,6 +319,9 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 		proc := churnProcesses[p]
 		n := 2
 		before := len(steps)
+		// Whether the event could end by until: one that cannot is not
+		// the Deployments' shortage.
+		fits := true
 		free := func(*deployment) bool { return true }
 		switch proc {
 		case procFlap, procRestart:
@@ -326,6 +329,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			if proc == procRestart {
 				off = st.restart
 			}
+			fits = t+off <= st.until
 			if dp := pick(t, t+off, free); dp != nil {
 				k := rng.IntN(dp.replicas)
 				name := fmt.Sprintf("%s-%d", dp.prefix, k)
@@ -340,6 +344,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			end := func(dp *deployment) time.Duration {
 				return t + time.Duration(dp.replicas)*st.readyAfter + st.grace + time.Second
 			}
+			fits = t+st.readyAfter+st.grace+time.Second <= st.until
 			dp := pick(t, t, func(dp *deployment) bool { return end(dp) <= st.until })
 			if dp != nil {
 				n = 4 * dp.replicas
@@ -363,6 +368,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			}
 		case procScale:
 			up := rng.IntN(2) == 0
+			fits = t+max(st.readyAfter, st.grace)+time.Second <= st.until
 			dp := pick(t, t+max(st.readyAfter, st.grace)+time.Second, func(dp *deployment) bool {
 				if up {
 					return dp.replicas < dp.initial+st.maxUp
@@ -402,6 +408,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				}
 			}
 		case procService:
+			fits = t+st.svc <= st.until
 			if dp := pick(t, t+st.svc, free); dp != nil {
 				svc := dp.svc
 				step(t, &deleteStep{Delete: &ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Src: src}})
@@ -411,7 +418,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				dp.busyUntil = t + st.svc + time.Second
 			}
 		}
-		if len(steps) == before && t+st.flap < st.until {
+		if len(steps) == before && fits {
 			skipped += n
 		}
 		gap := time.Duration(float64(n) / st.rate * (0.5 + rng.Float64()) * float64(time.Second))
