@@ -16,6 +16,8 @@ import (
 // objects are made at load and come before those of objects.
 type Cluster struct {
 	Generate *GeneratedCluster `yaml:"generate"`
+	// Churn generates the timeline's API churn (churn_gen.go).
+	Churn *ChurnSpec `yaml:"churn"`
 	// Pools are the cluster's nodes, each running kube-proxy (see
 	// pools.go); Seed draws each node's variation.
 	Pools []Pool `yaml:"pools"`

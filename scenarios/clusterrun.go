@@ -64,6 +64,9 @@ func (r *replayer) addNodes(clk *vclock.Clock) error {
 	cfg := sli.Config{Nodes: len(nodes)}
 	truth := &sli.Exact{}
 	for i, n := range nodes[1:] {
+		if !r.opts.Shard.runs(i + 1) {
+			continue // another shard's node
+		}
 		rc := RunnerConfig(n.Proxy)
 		spec := sim.NodeSpec{Name: n.Name, Zone: n.Proxy.Zone, Runner: rc, Cost: n.Proxy.SyncCost.Model(),
 			WatchDelay: n.WatchDelay, Keep: r.opts.KeepNodes,
@@ -113,17 +116,33 @@ func scrapePhase(s *Scenario, i int, interval time.Duration) time.Duration {
 // clusterSLI pools every node's samples up to the instant end: light
 // nodes' as they recorded them, the others' kept ones.
 func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error) {
+	agg, err := clusterAggregate(s, w, end, true)
+	if err != nil {
+		return sli.Result{}, err
+	}
+	return agg.Result(), nil
+}
+
+// clusterAggregate is clusterSLI's aggregate of the nodes in the world
+// (a shard's), the world's own proxy only if own.
+func clusterAggregate(s *Scenario, w *sim.World, end time.Duration, own bool) (*sli.Aggregate, error) {
 	cfg := sli.Config{Nodes: len(s.nodes)}
 	agg := sli.New(cfg, end)
 	interval := agg.Config().ScrapeInterval
 	var truth *sli.Exact
 	for i, n := range s.nodes {
 		samples, restarts := w.Observations(), w.Restarts()
+		if i == 0 && !own {
+			continue
+		}
 		if i > 0 {
-			node, _ := w.Node(n.Name)
+			node, ok := w.Node(n.Name)
+			if !ok {
+				continue // another shard's
+			}
 			if rec := node.Spec().SLI; rec != nil && !node.Materialised() {
 				if err := agg.AddRecorded(n.Name, rec); err != nil {
-					return sli.Result{}, err
+					return nil, err
 				}
 				truth = rec.Truth()
 				continue
@@ -138,13 +157,13 @@ func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error
 			obs = append(obs, sli.Observation{At: p.At, Seconds: p.Value.Seconds()})
 		}
 		if err := agg.Add(sli.Node{Name: n.Name, Phase: scrapePhase(s, i, interval), Observations: obs, Restarts: restarts}); err != nil {
-			return sli.Result{}, err
+			return nil, err
 		}
 	}
 	if truth != nil {
 		agg.Truth(truth)
 	}
-	return agg.Result(), nil
+	return agg, nil
 }
 
 // clusterResult sums up every node at the end of the replay.
@@ -269,6 +288,17 @@ func (n *nodeStep) Do(r *Run) error {
 	}
 	w := r.World()
 	node, other := w.Node(a.Name)
+	if !other && a.Name != w.Config().NodeName && r.r.opts.Shard.Count > 0 {
+		// Another shard's node: traced as the whole cluster's replay
+		// traces it, so the world's own node sees the same in every shard.
+		switch {
+		case a.Restart:
+			r.Step("restart", "node "+a.Name, "")
+		case a.FailSyncs != nil:
+			r.Step("fault", "node "+a.Name, fmt.Sprintf("next %d syncs fail", *a.FailSyncs))
+		}
+		return nil
+	}
 	if !other && a.Name != w.Config().NodeName {
 		// A node replayed alone (Scenario.NodeScenario): another node's
 		// step is not this replay's.
@@ -389,45 +419,76 @@ func (e *clusterExpect) Check(r *Run) {
 	if len(s.nodes) == 0 {
 		return // one node replayed alone (Scenario.NodeScenario): no cluster to judge
 	}
+	if r.r.opts.Shard.Count > 0 {
+		// A shard sees some of the nodes: it keeps its part, and the
+		// merge judges the whole (see shard.go).
+		r.r.checkpoint(r, c)
+		return
+	}
+	var f clusterFigures
 	if c.ProgrammingLatency != nil || c.ExactLatency != nil {
-		res, err := clusterSLI(s, w, w.Now())
-		if err != nil {
-			r.Fail(c.Src.At("programmingLatency"), "cluster.programmingLatency", "an SLI", err.Error())
-			return
-		}
-		checkQuantiles(r, "cluster.programmingLatency", c.ProgrammingLatency, [3]float64{res.Perc50, res.Perc90, res.Perc99})
-		checkQuantiles(r, "cluster.exactLatency", c.ExactLatency, [3]float64{res.True50, res.True90, res.True99})
+		f.sli, f.sliErr = clusterSLI(s, w, w.Now())
 	}
 	if c.PodLatency != nil {
-		q := [3]float64{math.NaN(), math.NaN(), math.NaN()}
+		f.pod = [3]float64{math.NaN(), math.NaN(), math.NaN()}
 		if p50, total := w.PodLatencyQuantile(0.5); total > 0 {
 			p90, _ := w.PodLatencyQuantile(0.9)
 			p99, _ := w.PodLatencyQuantile(0.99)
-			q = [3]float64{p50.Seconds(), p90.Seconds(), p99.Seconds()}
+			f.pod = [3]float64{p50.Seconds(), p90.Seconds(), p99.Seconds()}
 		}
-		checkQuantiles(r, "cluster.podLatency", c.PodLatency, q)
+	}
+	if c.Syncs != nil {
+		f.syncs = []int{w.Stats().Syncs}
+		f.names = []string{s.nodes[0].Name}
+		for _, node := range w.Nodes() {
+			f.syncs = append(f.syncs, node.Stats().Syncs)
+			f.names = append(f.names, node.Name())
+		}
+	}
+	c.judge(f, r.Fail)
+}
+
+// clusterFigures are what a cluster expectation reads: the SLI (with the
+// exact quantiles), the true pod latency's quantiles (NaN without
+// samples), and every node's sync count, in the nodes' order.
+type clusterFigures struct {
+	sli    sli.Result
+	sliErr error
+	pod    [3]float64
+	syncs  []int
+	names  []string
+}
+
+// judge checks the figures against the bounds, reporting what does not
+// hold: the same words from one process or merged shards.
+func (c *ClusterExpect) judge(f clusterFigures, fail func(p Pos, what, expected, got string)) {
+	if c.ProgrammingLatency != nil || c.ExactLatency != nil {
+		if f.sliErr != nil {
+			fail(c.Src.At("programmingLatency"), "cluster.programmingLatency", "an SLI", f.sliErr.Error())
+			return
+		}
+		res := f.sli
+		checkQuantiles(fail, "cluster.programmingLatency", c.ProgrammingLatency, [3]float64{res.Perc50, res.Perc90, res.Perc99})
+		checkQuantiles(fail, "cluster.exactLatency", c.ExactLatency, [3]float64{res.True50, res.True90, res.True99})
+	}
+	if c.PodLatency != nil {
+		checkQuantiles(fail, "cluster.podLatency", c.PodLatency, f.pod)
 	}
 	if n := c.Syncs; n != nil {
-		counts := []int{w.Stats().Syncs}
-		names := []string{s.nodes[0].Name}
-		for _, node := range w.Nodes() {
-			counts = append(counts, node.Stats().Syncs)
-			names = append(names, node.Name())
-		}
-		for i, k := range counts {
+		for i, k := range f.syncs {
 			if n.AtLeast != nil && k < *n.AtLeast {
-				r.Fail(n.Src.At("atLeast"), "cluster.syncs", fmt.Sprintf("every node at least %d", *n.AtLeast), fmt.Sprintf("%d on %s", k, names[i]))
+				fail(n.Src.At("atLeast"), "cluster.syncs", fmt.Sprintf("every node at least %d", *n.AtLeast), fmt.Sprintf("%d on %s", k, f.names[i]))
 				break
 			}
 			if n.AtMost != nil && k > *n.AtMost {
-				r.Fail(n.Src.At("atMost"), "cluster.syncs", fmt.Sprintf("every node at most %d", *n.AtMost), fmt.Sprintf("%d on %s", k, names[i]))
+				fail(n.Src.At("atMost"), "cluster.syncs", fmt.Sprintf("every node at most %d", *n.AtMost), fmt.Sprintf("%d on %s", k, f.names[i]))
 				break
 			}
 		}
 	}
 }
 
-func checkQuantiles(r *Run, what string, q *QuantileBounds, got [3]float64) {
+func checkQuantiles(fail func(p Pos, what, expected, got string), what string, q *QuantileBounds, got [3]float64) {
 	if q == nil {
 		return
 	}
@@ -438,14 +499,14 @@ func checkQuantiles(r *Run, what string, q *QuantileBounds, got [3]float64) {
 		key := []string{"p50", "p90", "p99"}[i]
 		v := got[i]
 		if math.IsNaN(v) {
-			r.Fail(q.Src.At(key), what+"."+key, "a value", "no samples")
+			fail(q.Src.At(key), what+"."+key, "a value", "no samples")
 			continue
 		}
 		if b.Max != nil && v > b.Max.D().Seconds() {
-			r.Fail(b.Src.At("max"), what+"."+key, "at most "+b.Max.String(), seconds(v))
+			fail(b.Src.At("max"), what+"."+key, "at most "+b.Max.String(), seconds(v))
 		}
 		if b.Min != nil && v < b.Min.D().Seconds() {
-			r.Fail(b.Src.At("min"), what+"."+key, "at least "+b.Min.String(), seconds(v))
+			fail(b.Src.At("min"), what+"."+key, "at least "+b.Min.String(), seconds(v))
 		}
 	}
 }

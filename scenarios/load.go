@@ -188,6 +188,7 @@ func (d *decoder) validate(s *Scenario) {
 	if len(s.Timeline) == 0 {
 		d.addAt(s.Src.At("timeline"), "required: at least one step")
 	}
+	d.expandChurn(s, objects)
 	var last Duration
 	for i := range s.Timeline {
 		st := &s.Timeline[i]

@@ -59,6 +59,10 @@ type Options struct {
 	// node of cluster.pools (Result.Cluster), not only counts; the world's
 	// own node and materialised nodes keep them anyway.
 	KeepNodes bool
+	// Shard, if its Count is set, runs only the shard's nodes of
+	// cluster.pools and leaves the cluster's figures and expectations to
+	// MergeShards: Result.Shard is the shard's file (docs/cluster.md).
+	Shard Shard
 }
 
 // Failure is one expectation that did not hold.
@@ -100,8 +104,10 @@ type Result struct {
 	// expectations read).
 	DataplaneOps int
 	Programming  []sim.ProgrammingSample
-	// Cluster is what every node of cluster.pools did; nil without pools.
+	// Cluster is what every node of cluster.pools did; nil without pools
+	// or in a shard (Options.Shard), whose part is Shard.
 	Cluster *ClusterResult
+	Shard   *ShardResult
 }
 
 // Passed reports whether every expectation held.
@@ -153,6 +159,10 @@ type replayer struct {
 	metricsErr error
 	// nodeDPs are the dataplanes of cluster.pools' materialised nodes.
 	nodeDPs map[string]Dataplane
+	// A shard's parts at its cluster expectations, and the first error
+	// taking one.
+	checkpoints []Checkpoint
+	shardErr    error
 }
 
 type pendingCheck struct {
@@ -202,6 +212,9 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	}
 	if opts.ContextLines == 0 {
 		opts.ContextLines = 12
+	}
+	if err := checkShard(s, opts.Shard); err != nil {
+		return nil, err
 	}
 	// The clock comes first: the dataplane may run on it (a fake kernel's
 	// connections age in virtual time).
@@ -312,7 +325,11 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 	r.res.Runs = w.Syncs()
 	r.res.DataplaneOps = len(r.dataplaneAt)
 	r.res.Programming = w.ProgrammingSamples()
-	if len(s.nodes) > 0 {
+	if opts.Shard.Count > 0 {
+		if r.res.Shard, err = r.shardResult(); err != nil {
+			return nil, fmt.Errorf("%s: shard %s: %w", s.File, opts.Shard, err)
+		}
+	} else if len(s.nodes) > 0 {
 		if r.res.Cluster, err = r.clusterResult(); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.File, err)
 		}

@@ -338,6 +338,31 @@ func (w *World) PodLatencyQuantile(q float64) (time.Duration, int64) {
 	return sli.DurationQuantile(q, &own, &w.cluster.podLat)
 }
 
+// PodLatencySet is the true pod latencies PodLatencyQuantile takes its
+// quantiles of, as one set (added with AddDuration): the world's own
+// proxy's only if own, then every other node's. A shard of a cluster
+// hands on its part with it.
+func (w *World) PodLatencySet(own bool) *sli.Exact {
+	out := &sli.Exact{}
+	if own {
+		for _, d := range w.PodLatencies() {
+			out.AddDuration(d)
+		}
+	}
+	if w.cluster == nil {
+		return out
+	}
+	for _, n := range w.cluster.nodes {
+		if n.fw != nil {
+			for _, d := range n.fw.PodLatencies() {
+				out.AddDuration(d)
+			}
+		}
+	}
+	out.Merge(&w.cluster.podLat)
+	return out
+}
+
 // Restarts lists the instants the node's kube-proxy restarted.
 func (n *Node) Restarts() []time.Duration { return n.restarts }
 

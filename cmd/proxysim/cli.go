@@ -121,6 +121,7 @@ or memory budget, 4 an internal error of proxysim.`,
 		return o
 	}
 	var out replayOutput
+	var shardArg, shardFile string
 	replay := &cobra.Command{
 		Use:   "replay FILE|FOLDER|NAME...",
 		Short: "Replay scenarios and check their expectations",
@@ -138,6 +139,14 @@ stderr as skipped; a folder with no scenario is an error (exit 2).
 For CI: --junit FILE writes a JUnit XML report (a test case per scenario,
 a failure per expectation that did not hold, at its file:line), and
 --format json prints one JSON document instead of the text report.
+
+--shard I/N replays one scenario with cluster.pools for only the nodes
+whose index is I modulo N (the API server, the controllers and the first
+node run in every shard; --shard /N takes I from JOB_COMPLETION_INDEX, as a
+Kubernetes Indexed Job sets it) and writes the shard's JSON file to -o (or
+standard output); 'proxysim cluster merge' joins the shards into the
+cluster's report and judges the cluster expectations. A shard exits 0 when
+it ran: whether expectations held is the merge's to say.
 
 Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
 input (nothing was run; every file is loaded before any runs), 3 a replay
@@ -169,9 +178,15 @@ of its budget.`,
 			if metricsAt != nil && metricsFile == "" {
 				return fail(exitInvalid, fmt.Errorf("--metrics-at needs --metrics FILE"))
 			}
+			if shardFile != "" && shardArg == "" {
+				return fail(exitInvalid, fmt.Errorf("-o %s: the output file is a shard's (--shard I/N)", shardFile))
+			}
 			factory, list, err := ld.prepare(dataplane, files)
 			if err != nil {
 				return err
+			}
+			if shardArg != "" {
+				return replayShard(shardArg, shardFile, list, budgets(scenarios.Options{Dataplane: factory}), stdout, stderr)
 			}
 			if list = out.keep(list, stderr); len(list) == 0 {
 				return out.finish(stdout)
@@ -255,6 +270,8 @@ of its budget.`,
 		},
 	}
 	out.flags(replay)
+	replay.Flags().StringVar(&shardArg, "shard", "", "I/N: replay only the nodes of cluster.pools whose index is I modulo N and write the shard's file for 'proxysim cluster merge'; /N reads I from JOB_COMPLETION_INDEX")
+	replay.Flags().StringVarP(&shardFile, "output", "o", "", "with --shard, write the shard's JSON file to FILE instead of standard output")
 	replay.Flags().StringVar(&kernelProfile, "kernel-times", "", "with --dataplane netns, print each sync's measured kernel time beside what this cost profile (a built-in name or a JSON file) predicts, and the median error")
 	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
 	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
@@ -371,7 +388,7 @@ of its budget.`,
 	vmCmd.Flags().DurationVar(&vmTimeout, "timeout", 10*time.Minute, "bound on the whole VM run")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps, and unknown or duplicated fields in kube-proxy's configuration (otherwise skipped, or read leniently as kube-proxy reads them, with a warning)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld), newMigrate(stdout, stderr), newCalibrate(stdout, stderr))
+	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld), newMigrate(stdout, stderr), newCalibrate(stdout, stderr), newCluster(stdout))
 	return root
 }
 
