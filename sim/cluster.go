@@ -831,7 +831,7 @@ func (n *Node) syncStarted(why string) {
 }
 
 // carried lists the pod changes the sync under way carries and that are
-// still the pods' latest, by pod: every change logged by the sync's start
+// still the pods' latest (by pod on a kept node, else in log order): every change logged by the sync's start
 // that the slices it applies show (visible by heardRun), not carried by an
 // earlier successful sync. Both bounds only grow from sync to sync, so a
 // change is done once a successful sync started with seqDone ≥ its seq
@@ -859,7 +859,13 @@ func (n *Node) carried() []*podState {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *podState) int { return strings.Compare(a.key, b.key) })
+	if n.spec.Keep {
+		// A kept node lists its pod latencies as a single node's replay
+		// does, each sync's by pod; the cluster's exact set takes them in
+		// any order (its quantiles are the same), so the others skip the
+		// sort of every change they carry.
+		slices.SortFunc(out, func(a, b *podState) int { return strings.Compare(a.key, b.key) })
+	}
 	c.carry = out
 	return out
 }
