@@ -91,6 +91,11 @@ type Node struct {
 	// the sync under way's.
 	seqDone, seqRun     int64
 	heardDone, heardRun int
+	// irregular are the changes whose slices stopped showing them before
+	// this node carried them (see podState.spans): each is carried by the
+	// first successful sync whose start shows it, as the world's proxy
+	// does, which four numbers cannot say.
+	irregular []*podState
 
 	stats    NodeStats
 	syncs    []SyncRecord
@@ -146,7 +151,7 @@ type cluster struct {
 	visLog  []*podState
 	visBase int
 	carry   []*podState // Node.carried's list, reused: one node at a time
-	touched []string // pods whose view count the event being applied changed
+	touched []string    // pods whose view count the event being applied changed
 	// podLat holds the light nodes' pod latencies (8 bytes each: nearly
 	// every one is distinct).
 	podLat sli.Exact
@@ -176,6 +181,26 @@ type podState struct {
 	ready   bool
 	visible int  // stream events after which the slices show it; -1 until
 	stale   bool // a later change of the pod came: this one is not carried
+	// spans are the stream events after which the slices stopped showing
+	// the change, then showed it again, and so on, after visible: rare (a
+	// Service's selector or the Service itself gone meanwhile).
+	spans []int
+}
+
+// shows says whether the slices a node has heard up to stream event h
+// show the change.
+func (p *podState) shows(h int) bool {
+	if p.visible < 0 || h < p.visible {
+		return false
+	}
+	on := true
+	for _, x := range p.spans {
+		if h < x {
+			break
+		}
+		on = !on
+	}
+	return on
 }
 
 // AddNode adds a node's kube-proxy to the world, before Start: it starts
@@ -437,6 +462,7 @@ func (n *Node) Restart() error {
 			n.syncs = append(n.syncs, n.cur)
 		}
 		n.running = false
+		n.dropIrregular()
 		n.seqDone, n.heardDone = n.seqRun, n.heardRun
 	}
 	n.gen++
@@ -664,9 +690,27 @@ func (c *cluster) viewChanged() {
 
 func (c *cluster) checkVisible(key string) {
 	p := c.latest[key]
-	if p != nil && p.visible < 0 && (c.view[key] > 0) == p.ready {
-		p.visible = c.head
-		c.visLog = append(c.visLog, p)
+	if p == nil {
+		return
+	}
+	shows := (c.view[key] > 0) == p.ready
+	switch {
+	case p.visible < 0:
+		if shows {
+			p.visible = c.head
+			c.visLog = append(c.visLog, p)
+		}
+	case shows != (len(p.spans)%2 == 0):
+		if len(p.spans) == 0 {
+			// No longer followed by the logs' bounds: each light node that
+			// has not carried it yet follows it itself.
+			for _, n := range c.nodes {
+				if n.fw == nil && (p.seq > n.seqDone || p.visible > n.heardDone) {
+					n.irregular = append(n.irregular, p)
+				}
+			}
+		}
+		p.spans = append(p.spans, c.head)
 	}
 }
 
@@ -841,12 +885,15 @@ func (n *Node) syncStarted(why string) {
 // cluster's changes (150,000 pods starting up on 5,000 nodes).
 //
 // The list is the cluster's, valid until the next call.
+//
+// A change whose slices stopped showing it meanwhile is the node's to
+// follow (irregular): carried when the slices show it at the sync's start.
 func (n *Node) carried() []*podState {
 	c := n.c
 	out := c.carry[:0]
 	for i := max(n.seqDone, c.podBase); i < n.seqRun; i++ {
 		p := c.podLog[i-c.podBase]
-		if !p.stale && p.visible >= 0 && p.visible <= n.heardRun {
+		if !p.stale && len(p.spans) == 0 && p.visible >= 0 && p.visible <= n.heardRun {
 			out = append(out, p)
 		}
 	}
@@ -855,7 +902,12 @@ func (n *Node) carried() []*podState {
 		if p.visible > n.heardRun {
 			break
 		}
-		if !p.stale && p.seq <= n.seqDone {
+		if !p.stale && len(p.spans) == 0 && p.seq <= n.seqDone {
+			out = append(out, p)
+		}
+	}
+	for _, p := range n.irregular {
+		if n.carries(p) {
 			out = append(out, p)
 		}
 	}
@@ -921,7 +973,29 @@ func (n *Node) syncFinished(err error) {
 		}
 	}
 	clear(n.c.carry) // holds no change the logs let go of
+	n.dropIrregular()
 	n.seqDone, n.heardDone = n.seqRun, n.heardRun
+}
+
+// carries says whether the sync under way carries an irregular change
+// that is still its pod's latest: logged by its start and shown by the
+// slices it had heard then.
+func (n *Node) carries(p *podState) bool {
+	return !p.stale && p.seq <= n.seqRun && p.shows(n.heardRun)
+}
+
+// dropIrregular lets go of the irregular changes the sync under way
+// carried (done, or lost with a restart) and of those a later change
+// replaced.
+func (n *Node) dropIrregular() {
+	kept := n.irregular[:0]
+	for _, p := range n.irregular {
+		if !p.stale && !n.carries(p) {
+			kept = append(kept, p)
+		}
+	}
+	clear(n.irregular[len(kept):])
+	n.irregular = kept
 }
 
 // closeNodes stops every node's timers.
