@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -333,35 +332,17 @@ var ErrInjected = errors.New("injected restore failure")
 // Faults makes restores fail on demand, in front of any dataplane.
 type Faults struct {
 	Dataplane
-	// mu guards failNext: in a bubble replay the fault is armed on the
-	// replay's goroutine and taken on the proxy under test's.
-	mu       sync.Mutex
-	failNext int
+	armed sim.ArmedFailures
 }
 
 // WithFaults wraps dp; nothing fails until FailNext is called.
 func WithFaults(dp Dataplane) *Faults { return &Faults{Dataplane: dp} }
 
 // FailNext makes the next n restores fail without reaching the dataplane.
-func (f *Faults) FailNext(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failNext += n
-}
-
-// take uses up one armed failure, if any.
-func (f *Faults) take() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.failNext > 0 {
-		f.failNext--
-		return true
-	}
-	return false
-}
+func (f *Faults) FailNext(n int) { f.armed.Add(n) }
 
 func (f *Faults) Restore(payload string) error {
-	if f.take() {
+	if f.armed.Take() {
 		return &RestoreError{Msg: ErrInjected.Error()}
 	}
 	return f.Dataplane.Restore(payload)

@@ -2,7 +2,8 @@ package ipvs
 
 import (
 	"errors"
-	"sync"
+
+	"github.com/proxysim/proxysim/sim"
 )
 
 // ErrInjected is what an injected dataplane fault returns.
@@ -11,22 +12,14 @@ var ErrInjected = errors.New("injected dataplane fault")
 // Faults makes the next N dataplane write operations fail, whatever the
 // dataplane is.
 type Faults struct {
-	mu sync.Mutex
-	n  int
+	armed sim.ArmedFailures
 }
 
-// FailNext arms n failures.
-func (f *Faults) FailNext(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n = n
-}
+// FailNext arms n failures, replacing any left.
+func (f *Faults) FailNext(n int) { f.armed.Set(n) }
 
 func (f *Faults) take() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n > 0 {
-		f.n--
+	if f.armed.Take() {
 		return ErrInjected
 	}
 	return nil

@@ -3,7 +3,6 @@ package nftables
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"sigs.k8s.io/knftables"
 
@@ -32,10 +31,7 @@ var ErrInjected = errors.New("injected transaction failure")
 // knftables.Interface; reads pass through.
 type Faults struct {
 	knftables.Interface
-	// mu guards failNext: in a bubble replay the fault is armed on the
-	// replay's goroutine and taken on the proxy under test's.
-	mu       sync.Mutex
-	failNext int
+	armed sim.ArmedFailures
 }
 
 // WithFaults wraps nft; nothing fails until FailNext is called.
@@ -43,25 +39,10 @@ func WithFaults(nft knftables.Interface) *Faults { return &Faults{Interface: nft
 
 // FailNext makes the next n transactions fail without reaching the
 // dataplane, as `nft -f` fails a whole transaction.
-func (f *Faults) FailNext(n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failNext += n
-}
-
-// take uses up one armed failure, if any.
-func (f *Faults) take() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.failNext > 0 {
-		f.failNext--
-		return true
-	}
-	return false
-}
+func (f *Faults) FailNext(n int) { f.armed.Add(n) }
 
 func (f *Faults) Run(ctx context.Context, tx *knftables.Transaction) error {
-	if f.take() {
+	if f.armed.Take() {
 		return ErrInjected
 	}
 	return f.Interface.Run(ctx, tx)
@@ -70,7 +51,7 @@ func (f *Faults) Run(ctx context.Context, tx *knftables.Transaction) error {
 // runOps is Run for a transaction whose operations are known, passed on to
 // a dataplane that can use them.
 func (f *Faults) runOps(ctx context.Context, tx *knftables.Transaction, ops []op) error {
-	if f.take() {
+	if f.armed.Take() {
 		return ErrInjected
 	}
 	if r, ok := f.Interface.(opsRunner); ok {
