@@ -84,6 +84,7 @@ var realCases = []realCase{
 	{scenario: "iptables-large-cluster", listed: "50 minutes of real time (its last step is at 3016s): on demand only, not yet run"},
 	{scenario: "generated-cluster-iptables", listed: "a generated cluster (namespace gen, 300 Services): not yet run against the binary; generated clusters' sync durations are measured by TestSyncDurationsAtScale"},
 	{scenario: "cluster-pools-iptables", listed: "node pools (cluster.pools): one kube-proxy per pool, not one binary; not yet run"},
+	{scenario: "cl2-load-100", listed: "100 nodes in pools (cluster.pools) under a generated churn: one kube-proxy per node, not one binary; not yet run"},
 	{scenario: "nftables-partial-and-full-syncs", listed: "an hour of real time (the hourly full sync): on demand only, not yet run (its restart step is replayed: restart-nftables checks it on a short story)"},
 }
 
