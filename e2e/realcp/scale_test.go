@@ -577,8 +577,7 @@ func TestSyncDurationsAtScale(t *testing.T) {
 // scaleTable is the points and the median errors per dataplane and kind,
 // as testdata/realcp-scale.txt pins them.
 func scaleTable(pts []scalePoint) string {
-	load, _ := os.ReadFile("/proc/loadavg")
-	return scaleTableNoted(pts, "# load average at the end: "+strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
+	return scaleTableNoted(pts, "# load average at the end: "+calibrate.LoadAverage())
 }
 
 // scaleTableNoted is scaleTable with its own lines under the title.

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -62,7 +61,7 @@ func TestCalibrateCompute(t *testing.T) {
 		opts = calibrate.Quick()
 	}
 	start := time.Now()
-	load := loadAverage()
+	load := calibrate.LoadAverage()
 	for _, mode := range []string{"iptables", "nftables"} {
 		var samples []computeSample
 		for _, sh := range opts.Shapes {
@@ -272,24 +271,11 @@ func sizeName(t costprofile.Term) string {
 }
 
 func secondsList(v []float64) string {
-	s := slices.Clone(v)
-	out := make([]string, len(s))
-	for i, x := range s {
+	out := make([]string, len(v))
+	for i, x := range v {
 		out[i] = fmt.Sprintf("%.2fms", 1e3*x)
 	}
 	return strings.Join(out, " ")
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // fitCompute finds the weight of endpoints a proxier's time follows: over

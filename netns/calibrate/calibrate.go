@@ -394,12 +394,7 @@ func ThisMachine(dataplanes []string) costprofile.Machine {
 	if kv, err := netns.KernelVersion(); err == nil {
 		m.Kernel = kv
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) >= 3 {
-			m.Load = strings.Join(f[:3], " ")
-		}
-	}
+	m.Load = LoadAverage()
 	var ipt []string
 	for _, d := range dataplanes {
 		switch d {
@@ -419,4 +414,19 @@ func ThisMachine(dataplanes []string) costprofile.Machine {
 	}
 	m.IPTables = strings.Join(ipt, "; ")
 	return m
+}
+
+// LoadAverage is the host's load average over 1, 5 and 15 minutes, as
+// /proc/loadavg gives it ("" when unreadable): what a timing was measured
+// under.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
