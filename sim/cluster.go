@@ -151,6 +151,7 @@ type cluster struct {
 	visLog  []*podState
 	visBase int
 	carry   []*podState // Node.carried's list, reused: one node at a time
+	trimAt  int         // the logs' size above which trimPods looks again
 	touched []string    // pods whose view count the event being applied changed
 	// podLat holds the light nodes' pod latencies (8 bytes each: nearly
 	// every one is distinct).
@@ -747,10 +748,15 @@ func (c *cluster) podWrite(cur, obj any, deleted bool) {
 // trimPods lets go of the changes every node is done with: those logged
 // up to every node's seqDone, and those shown by every node's heardDone
 // (see carried).
+//
+// It walks every node, so it looks only once the logs have grown by half
+// since it last did: a node that never syncs keeps the logs from
+// shrinking, and a walk per pod write would cost O(nodes) each.
 func (c *cluster) trimPods() {
-	if len(c.podLog) <= 1024 && len(c.visLog) <= 1024 {
+	if size := len(c.podLog) + len(c.visLog); size <= max(2048, c.trimAt) {
 		return
 	}
+	defer func() { c.trimAt = (len(c.podLog) + len(c.visLog)) * 3 / 2 }()
 	seq, heard := c.podSeq, c.head
 	for _, n := range c.nodes {
 		seq, heard = min(seq, n.seqDone), min(heard, n.heardDone)
