@@ -220,6 +220,16 @@ realcp-ci:
 	bash netns/hostdeps.sh
 	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -v -run '^(TestKubeProxyBinaryAgainstPrediction|TestKilledRunLeavesNothing|TestEveryScenarioHasACase)$$' . -args -realcp-scenario $(REALCP_CI_SCENARIOS) -realcp-check-pinned
 
+.PHONY: realcp-long
+## realcp-long: the long stories of make realcp (an hour of real time each: iptables-partial-sync,
+## iptables-large-cluster, nftables-partial-and-full-syncs), side by side, one process each, every verdict checked
+## against testdata/realcp-long.txt (root; about 65 min; REALCP_LONG_SERIAL=1 one after another,
+## REALCP_LONG_UPDATE=1 re-pins; docs/realcp.md "The long stories")
+realcp-long:
+	@[ "$$(id -u)" = 0 ] || { echo "make realcp-long needs root"; exit 1; }
+	bash netns/hostdeps.sh
+	KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" e2e/realcp/long.sh
+
 .PHONY: calibrate
 ## calibrate: measure a cost profile on this machine (root; ≤ 10 min here): profile.json and profile.svg.
 ## CI: make calibrate CALIBRATE_ARGS='--quick --max-self-error 0.5' (66 s here; fails when the profile misses its own points)

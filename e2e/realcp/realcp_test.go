@@ -31,6 +31,7 @@ var (
 	updateVerdicts = flag.Bool("update-realcp", false, "rewrite the pinned verdicts (testdata/realcp-*.txt) instead of comparing with them")
 	onlyScenario   = flag.String("realcp-scenario", "", "run only these library scenarios (comma-separated); the verdicts are not checked")
 	maxLength      = flag.Duration("realcp-max-length", 0, "run only the scenarios at most this long; the verdicts are not checked")
+	runLong        = flag.Bool("realcp-long", false, "run the long stories (an hour of real time each; realCases' long field) instead of the others; their verdicts are pinned in testdata/realcp-long.txt")
 	checkPinned    = flag.Bool("realcp-check-pinned", false, "with -realcp-scenario or -realcp-max-length: each verdict must be the one pinned in testdata/realcp.txt (make realcp-ci)")
 )
 

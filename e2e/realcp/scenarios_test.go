@@ -2,9 +2,11 @@ package realcp
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +31,10 @@ type realCase struct {
 	backend  netns.IPTablesBackend // iptables mode only
 	// listed says why the scenario is not replayed here (yet).
 	listed string
+	// long says why the scenario runs only on demand (-realcp-long, make
+	// realcp-long): its real length. Its verdict is pinned in
+	// testdata/realcp-long.txt.
+	long string
 	// file, if set, is a scenario of this package's testdata (scenario
 	// is its name), not the library's.
 	file string
@@ -80,12 +86,12 @@ var realCases = []realCase{
 	{scenario: "restart-nftables", file: "testdata/scenarios/restart-nftables.yaml"},
 
 	{scenario: "iptables-restore-failure-retry-v1.33", listed: "proxy.version v1.33.0 is the burst runner; this binary is v1.36.3"},
-	{scenario: "iptables-partial-sync", listed: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync): on demand only, not yet run"},
-	{scenario: "iptables-large-cluster", listed: "50 minutes of real time (its last step is at 3016s): on demand only, not yet run"},
+	{scenario: "iptables-partial-sync", backend: netns.NFT, long: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync)"},
+	{scenario: "iptables-large-cluster", backend: netns.NFT, long: "50 minutes of real time (its last step is at 3016s)"},
 	{scenario: "generated-cluster-iptables", listed: "a generated cluster (namespace gen, 300 Services): not yet run against the binary; generated clusters' sync durations are measured by TestSyncDurationsAtScale"},
 	{scenario: "cluster-pools-iptables", listed: "node pools (cluster.pools): one kube-proxy per pool, not one binary; not yet run"},
 	{scenario: "cl2-load-100", listed: "100 nodes in pools (cluster.pools) under a generated churn: one kube-proxy per node, not one binary; not yet run"},
-	{scenario: "nftables-partial-and-full-syncs", listed: "an hour of real time (the hourly full sync): on demand only, not yet run (its restart step is replayed: restart-nftables checks it on a short story)"},
+	{scenario: "nftables-partial-and-full-syncs", long: "an hour of real time (the hourly full sync)"},
 }
 
 // TestKubeProxyBinaryAgainstPrediction replays each case against a real
@@ -108,7 +114,15 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 		}
 		label := c.label(s.Proxy.Mode)
 		if c.listed != "" {
-			rows = append(rows, transcript.Verdict{Scenario: label, Verdict: "listed: " + c.listed})
+			if !*runLong {
+				rows = append(rows, transcript.Verdict{Scenario: label, Verdict: "listed: " + c.listed})
+			}
+			continue
+		}
+		if (c.long != "") != *runLong {
+			if c.long != "" {
+				rows = append(rows, transcript.Verdict{Scenario: label, Verdict: "on demand: " + c.long + "; make realcp-long, verdict pinned in testdata/realcp-long.txt"})
+			}
 			continue
 		}
 		verdict := ""
@@ -134,13 +148,76 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 		})
 		rows = append(rows, transcript.Verdict{Scenario: label, Verdict: verdict})
 	}
+	golden, title := "testdata/realcp.txt", fmt.Sprintf("kube-proxy v1.36.3's binary on a real API server against proxysim's prediction (sync starts within %v, tables equal after every sync, metrics equal)", tolerance)
+	if *runLong {
+		golden, title = "testdata/realcp-long.txt", fmt.Sprintf("the long stories (make realcp-long), as %s says", "testdata/realcp.txt")
+	}
 	if *onlyScenario != "" || *maxLength > 0 {
-		if *checkPinned {
-			checkPinnedRows(t, "testdata/realcp.txt", rows)
+		switch {
+		case *updateVerdicts && *runLong:
+			// make realcp-long runs each long story in its own process:
+			// each rewrites its own rows.
+			updatePinnedRows(t, golden, title, rows)
+		case *checkPinned:
+			checkPinnedRows(t, golden, rows)
 		}
 		return
 	}
-	transcript.CheckVerdicts(t, "testdata/realcp.txt", fmt.Sprintf("kube-proxy v1.36.3's binary on a real API server against proxysim's prediction (sync starts within %v, tables equal after every sync, metrics equal)", tolerance), rows, *updateVerdicts)
+	transcript.CheckVerdicts(t, golden, title, rows, *updateVerdicts)
+}
+
+// updatePinnedRows rewrites rows' verdicts in golden, keeping the others,
+// under an exclusive lock on the file (the long stories run side by side,
+// one process each).
+func updatePinnedRows(t *testing.T, golden, title string, rows []transcript.Verdict) {
+	t.Helper()
+	f, err := os.OpenFile(golden, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []transcript.Verdict
+	for _, l := range strings.Split(string(data), "\n") {
+		if label, verdict, ok := strings.Cut(l, "\t"); ok && !strings.HasPrefix(l, "#") {
+			kept = append(kept, transcript.Verdict{Scenario: label, Verdict: verdict})
+		}
+	}
+	for _, r := range rows {
+		i := slices.IndexFunc(kept, func(k transcript.Verdict) bool { return k.Scenario == r.Scenario })
+		if i < 0 {
+			kept = append(kept, r)
+		} else {
+			kept[i] = r
+		}
+	}
+	// Rows in realCases' order, whichever process wrote first.
+	order := func(label string) int {
+		for i, c := range realCases {
+			if label == c.scenario || strings.HasPrefix(label, c.scenario+" (") {
+				return i
+			}
+		}
+		return len(realCases)
+	}
+	slices.SortStableFunc(kept, func(a, b transcript.Verdict) int { return order(a.Scenario) - order(b.Scenario) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", title)
+	for _, r := range kept {
+		fmt.Fprintf(&b, "%s\t%s\n", r.Scenario, r.Verdict)
+	}
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(b.String()), 0); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkPinnedRows checks a subset's verdicts against the rows pinned by a
