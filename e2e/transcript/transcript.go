@@ -117,7 +117,15 @@ var otherFaults = []string{"the next %d ingress-nginx reloads fail"}
 
 // Record replays s with proxysim's engine on its fake dataplane and
 // returns the transcript.
-func Record(s *scenarios.Scenario) (t *Transcript, err error) {
+func Record(s *scenarios.Scenario) (*Transcript, error) { return record(s, true) }
+
+// RecordTimings is Record without the dataplane snapshots (every
+// Sync.Dataplane is empty): for a long story whose thousands of syncs
+// are compared by instant and outcome only, where keeping each sync's
+// ruleset would cost gigabytes.
+func RecordTimings(s *scenarios.Scenario) (*Transcript, error) { return record(s, false) }
+
+func record(s *scenarios.Scenario, snapshots bool) (t *Transcript, err error) {
 	// A retold scenario (AsIPTables) may hold a step that only its first
 	// mode has, which drives that mode's dataplane.
 	if err := foreignStep(s); err != nil {
@@ -149,9 +157,12 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 				at := time.Duration(e.At)
 				switch e.Kind {
 				case trace.End:
-					snap, err := dp.Snapshot()
-					if err != nil && snapErr == nil {
-						snapErr = err
+					var snap string
+					if snapshots {
+						var err error
+						if snap, err = dp.Snapshot(); err != nil && snapErr == nil {
+							snapErr = err
+						}
 					}
 					t.Syncs = append(t.Syncs, Sync{End: at, Dataplane: snap})
 				case trace.Step:
