@@ -12,7 +12,8 @@ import (
 )
 
 // Metrics are the columns a plot can put on its y axis.
-var Metrics = []string{"syncs", "dataplaneOps", "samples", "p50", "p99", "max", "syncP50", "syncP99", "syncMax", "syncCPU", "fullSyncs", "partialSyncs", "failed"}
+var Metrics = []string{"syncs", "dataplaneOps", "samples", "p50", "p99", "max", "syncP50", "syncP99", "syncMax", "syncCPU", "fullSyncs", "partialSyncs", "failed",
+	"sliPerc50", "sliPerc90", "sliPerc99", "podP99", "nodeCPU", "worstNodeCPU"}
 
 // metricValue is a result's value of a metric, durations in seconds.
 func metricValue(res Result, metric string) float64 {
@@ -44,12 +45,28 @@ func metricValue(res Result, metric string) float64 {
 	case "failed":
 		return float64(res.Failed)
 	}
+	if c := res.Cluster; c != nil {
+		switch metric {
+		case "sliPerc50":
+			return time.Duration(c.SLIPerc50).Seconds()
+		case "sliPerc90":
+			return time.Duration(c.SLIPerc90).Seconds()
+		case "sliPerc99":
+			return time.Duration(c.SLIPerc99).Seconds()
+		case "podP99":
+			return time.Duration(c.PodP99).Seconds()
+		case "nodeCPU":
+			return c.NodeCPU
+		case "worstNodeCPU":
+			return c.WorstNodeCPU
+		}
+	}
 	return 0
 }
 
 func isDuration(metric string) bool {
 	switch metric {
-	case "p50", "p99", "max", "syncP50", "syncP99", "syncMax":
+	case "p50", "p99", "max", "syncP50", "syncP99", "syncMax", "sliPerc50", "sliPerc90", "sliPerc99", "podP99":
 		return true
 	}
 	return false
@@ -253,6 +270,14 @@ func metricTitle(metric string) string {
 		return "network programming latency samples"
 	case "failed":
 		return "failed expectations"
+	case "sliPerc50", "sliPerc90", "sliPerc99":
+		return "network programming latency SLI (ClusterLoader2) Perc" + metric[8:]
+	case "podP99":
+		return "true pod latency p99, all nodes"
+	case "nodeCPU":
+		return "seconds of syncing per node-hour, mean"
+	case "worstNodeCPU":
+		return "seconds of syncing per node-hour, worst node"
 	}
 	return metric
 }

@@ -192,6 +192,25 @@ type Result struct {
 	Failed         int      `json:"failed"`
 	FirstFailure   string   `json:"firstFailure,omitempty"`
 	Error          string   `json:"error,omitempty"`
+	// Cluster is set for a scenario with cluster.pools: the whole
+	// cluster's figures, as replay prints them (docs/cluster.md).
+	Cluster *ClusterResult `json:"cluster,omitempty"`
+}
+
+// ClusterResult is a cluster point's figures: its nodes; the SLI as
+// ClusterLoader2 computes it from every node's
+// network_programming_duration_seconds (Perc50/90/99, rounded to the
+// millisecond); the exact p99 of the true pod latency over every node;
+// and the CPU-seconds of syncing per node-hour, the mean over the nodes
+// and the worst node's.
+type ClusterResult struct {
+	Nodes        int      `json:"nodes"`
+	SLIPerc50    Duration `json:"sliPerc50"`
+	SLIPerc90    Duration `json:"sliPerc90"`
+	SLIPerc99    Duration `json:"sliPerc99"`
+	PodP99       Duration `json:"podP99"`
+	NodeCPU      float64  `json:"nodeCPUSecondsPerHour"`
+	WorstNodeCPU float64  `json:"worstNodeCPUSecondsPerHour"`
 }
 
 // RunOptions tune Run.
@@ -276,6 +295,7 @@ func (sw *Sweep) runPoint(p Point, opts scenarios.Options) Result {
 	out.P50, out.P99 = Duration(sum.P50.Round(time.Millisecond)), Duration(sum.P99.Round(time.Millisecond))
 	out.Max = Duration(sum.Max)
 	syncDurations(&out, res, s.Length())
+	out.Cluster = clusterFigures(res)
 	out.Failed = len(sum.Failures)
 	if len(sum.Failures) > 0 {
 		out.FirstFailure = sum.Failures[0]
@@ -313,6 +333,29 @@ func syncDurations(out *Result, res *scenarios.Result, length time.Duration) {
 	if length > 0 {
 		out.SyncCPUPerHour = math.Round(total.Seconds()/length.Hours()*1000) / 1000
 	}
+}
+
+// clusterFigures sums a cluster replay up (nil for one node).
+func clusterFigures(res *scenarios.Result) *ClusterResult {
+	c := res.Cluster
+	if c == nil || len(c.Nodes) == 0 {
+		return nil
+	}
+	secs := func(f float64) Duration {
+		if math.IsNaN(f) {
+			return 0 // the rule never had data
+		}
+		return Duration(time.Duration(f * float64(time.Second)).Round(time.Millisecond))
+	}
+	out := &ClusterResult{Nodes: len(c.Nodes), SLIPerc50: secs(c.SLI.Perc50), SLIPerc90: secs(c.SLI.Perc90), SLIPerc99: secs(c.SLI.Perc99), PodP99: Duration(c.Pod99)}
+	var sum float64
+	for _, n := range c.Nodes {
+		sum += n.CPUPerHour
+		out.WorstNodeCPU = max(out.WorstNodeCPU, n.CPUPerHour)
+	}
+	out.NodeCPU = math.Round(sum/float64(len(c.Nodes))*1000) / 1000
+	out.WorstNodeCPU = math.Round(out.WorstNodeCPU*1000) / 1000
+	return out
 }
 
 func (sw *Sweep) report(ran []int, results []Result) *Report {

@@ -320,3 +320,59 @@ func TestPanelsDrawEachMetricOverTheSameSeries(t *testing.T) {
 		t.Error("an unknown metric is accepted")
 	}
 }
+
+// A cluster scenario's sweep has the cluster's columns, read from each
+// point's replay, and they survive the CSV.
+func TestClusterSweepHasTheClusterColumns(t *testing.T) {
+	sw := newSweep(t, "cluster-pools-iptables", "proxy.minSyncPeriod=1s,10s")
+	rep := sw.Run(All, RunOptions{})
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			t.Fatal(r.Error)
+		}
+		s, err := sw.scenario(sw.Points[r.Point])
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := scenarios.Replay(s, scenarios.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := res.Cluster
+		want := &ClusterResult{Nodes: len(c.Nodes), PodP99: Duration(c.Pod99)}
+		if r.Cluster == nil || r.Cluster.Nodes != want.Nodes || r.Cluster.PodP99 != want.PodP99 || r.Cluster.Nodes < 2 {
+			t.Fatalf("point %d: cluster figures %+v, want nodes %d, pod p99 %v", r.Point, r.Cluster, want.Nodes, want.PodP99)
+		}
+		if got, want := time.Duration(r.Cluster.SLIPerc99).Seconds(), c.SLI.Perc99; math.Abs(got-want) > 0.0005 || got == 0 {
+			t.Errorf("point %d: SLI perc99 %vs, the replay's %vs", r.Point, got, want)
+		}
+		var worst float64
+		for _, n := range c.Nodes {
+			worst = max(worst, n.CPUPerHour)
+		}
+		if r.Cluster.NodeCPU <= 0 || r.Cluster.NodeCPU > r.Cluster.WorstNodeCPU || math.Abs(r.Cluster.WorstNodeCPU-worst) > 0.0005 {
+			t.Errorf("point %d: node cpu-s/h mean %v, worst %v; the replay's worst %v", r.Point, r.Cluster.NodeCPU, r.Cluster.WorstNodeCPU, worst)
+		}
+	}
+	if a, b := rep.Results[0].Cluster, rep.Results[1].Cluster; a.NodeCPU == b.NodeCPU && a.SLIPerc99 == b.SLIPerc99 {
+		t.Errorf("minSyncPeriod 1s and 10s gave the same cluster figures: %+v", a)
+	}
+	if !strings.Contains(string(rep.Text()), "sli p99") {
+		t.Errorf("no cluster columns:\n%s", rep.Text())
+	}
+	back, err := ReadCSV("t.csv", rep.Scenario, rep.CSV())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.CSV(), rep.CSV()) || !bytes.Equal(back.Plot("sliPerc99", "nodeCPU"), rep.Plot("sliPerc99", "nodeCPU")) {
+		t.Errorf("CSV read back:\n%s\nwant\n%s", back.CSV(), rep.CSV())
+	}
+	bad := strings.Replace(string(rep.CSV()), ","+rep.Results[1].Cluster.SLIPerc50.String()+",", ",soon,", 1)
+	if _, err := ReadCSV("t.csv", "s", []byte(bad)); err == nil || !strings.HasPrefix(err.Error(), "t.csv:3: sli p50: \"soon\"") {
+		t.Errorf("a bad cluster cell: error %v", err)
+	}
+	// One node: no cluster columns.
+	if one := newSweep(t, "churn-iptables", "proxy.minSyncPeriod=1s").Run(All, RunOptions{}); strings.Contains(string(one.Text()), "sli p99") || one.Results[0].Cluster != nil {
+		t.Errorf("a one-node sweep has cluster columns:\n%s", one.Text())
+	}
+}

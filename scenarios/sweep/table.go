@@ -14,13 +14,28 @@ import (
 // columns are the table's columns after the point's index and values.
 var columns = []string{"syncs", "dataplaneOps", "samples", "p50", "p99", "max", "sync p50", "sync p99", "sync max", "sync cpu-s/h", "full", "partial", "failed", "first failure"}
 
+// clusterColumns follow columns in a sweep of a cluster scenario: its
+// points' ClusterResult.
+var clusterColumns = []string{"nodes", "sli p50", "sli p90", "sli p99", "pod p99", "node cpu-s/h", "worst node cpu-s/h"}
+
+// isCluster says whether the report is a cluster scenario's: any point
+// that ran has cluster figures.
+func (r *Report) isCluster() bool {
+	return slices.ContainsFunc(r.Results, func(res Result) bool { return res.Cluster != nil })
+}
+
 // rows is the table: a header, then a row per point run.
 func (r *Report) rows() [][]string {
 	head := []string{"point"}
 	for _, a := range r.Axes {
 		head = append(head, a.Key)
 	}
-	out := [][]string{append(head, columns...)}
+	head = append(head, columns...)
+	cluster := r.isCluster()
+	if cluster {
+		head = append(head, clusterColumns...)
+	}
+	out := [][]string{head}
 	for _, res := range r.Results {
 		row := []string{fmt.Sprint(res.Point)}
 		row = append(row, r.Points[res.Point].Values...)
@@ -36,6 +51,14 @@ func (r *Report) rows() [][]string {
 				p50, p99, mx, res.SyncP50.String(), res.SyncP99.String(), res.SyncMax.String(),
 				strconv.FormatFloat(res.SyncCPUPerHour, 'f', -1, 64), fmt.Sprint(res.FullSyncs), fmt.Sprint(res.PartialSyncs),
 				fmt.Sprint(res.Failed), res.FirstFailure)
+		}
+		if cluster {
+			if c := res.Cluster; c != nil {
+				row = append(row, fmt.Sprint(c.Nodes), c.SLIPerc50.String(), c.SLIPerc90.String(), c.SLIPerc99.String(), c.PodP99.String(),
+					strconv.FormatFloat(c.NodeCPU, 'f', -1, 64), strconv.FormatFloat(c.WorstNodeCPU, 'f', -1, 64))
+			} else {
+				row = append(row, "-", "-", "-", "-", "-", "-", "-")
+			}
 		}
 		out = append(out, row)
 	}
@@ -85,9 +108,13 @@ func ReadCSV(name, scenario string, data []byte) (*Report, error) {
 		return nil, fmt.Errorf("%s: no rows", name)
 	}
 	head := rows[0]
-	naxes := len(head) - 1 - len(columns)
-	if naxes < 1 || head[0] != "point" || !slices.Equal(head[1+naxes:], columns) {
-		return nil, fmt.Errorf("%s:1: header %q: want point, the axes, then %s", name, strings.Join(head, ","), strings.Join(columns, ","))
+	want := columns
+	if len(head) > len(clusterColumns) && slices.Equal(head[len(head)-len(clusterColumns):], clusterColumns) {
+		want = slices.Concat(columns, clusterColumns)
+	}
+	naxes := len(head) - 1 - len(want)
+	if naxes < 1 || head[0] != "point" || !slices.Equal(head[1+naxes:], want) {
+		return nil, fmt.Errorf("%s:1: header %q: want point, the axes, then %s (and, for a cluster, %s)", name, strings.Join(head, ","), strings.Join(columns, ","), strings.Join(clusterColumns, ","))
 	}
 	r := &Report{Format: FormatVersion, Scenario: scenario}
 	for _, key := range head[1 : 1+naxes] {
@@ -108,7 +135,10 @@ func ReadCSV(name, scenario string, data []byte) (*Report, error) {
 		if row[0] != fmt.Sprint(i) || !slices.Equal(row[1:1+naxes], r.Points[i].Values) {
 			return nil, fmt.Errorf("%s:%d: point %s (%s) is not its axes' point %d", name, line, row[0], strings.Join(row[1:1+naxes], ","), i)
 		}
-		res, err := readRow(row[1+naxes:])
+		res, err := readRow(row[1+naxes : 1+naxes+len(columns)])
+		if err == nil && len(want) > len(columns) {
+			res.Cluster, err = readClusterCells(row[1+naxes+len(columns):])
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
 		}
@@ -162,4 +192,30 @@ func readRow(cells []string) (Result, error) {
 	count(12, &res.Failed)
 	res.FirstFailure = cells[13]
 	return res, err
+}
+
+// readClusterCells reads a row's cluster columns; nil when the point has
+// none ("-").
+func readClusterCells(cells []string) (*ClusterResult, error) {
+	if cells[0] == "-" {
+		return nil, nil
+	}
+	c := &ClusterResult{}
+	var err error
+	if c.Nodes, err = strconv.Atoi(cells[0]); err != nil {
+		return nil, fmt.Errorf("%s: %q is not a count", clusterColumns[0], cells[0])
+	}
+	for i, to := range []*Duration{&c.SLIPerc50, &c.SLIPerc90, &c.SLIPerc99, &c.PodP99} {
+		d, err := time.ParseDuration(cells[1+i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a duration", clusterColumns[1+i], cells[1+i])
+		}
+		*to = Duration(d)
+	}
+	for i, to := range []*float64{&c.NodeCPU, &c.WorstNodeCPU} {
+		if *to, err = strconv.ParseFloat(cells[5+i], 64); err != nil {
+			return nil, fmt.Errorf("%s: %q is not a number", clusterColumns[5+i], cells[5+i])
+		}
+	}
+	return c, nil
 }
