@@ -70,6 +70,13 @@ sweep-example:
 sweep-plot:
 	$(GO) run ./cmd/proxysim sweep $(SWEEP_PLOT) -o docs/images/sweep-default-profile.csv --plot docs/images/sweep-default-profile.svg
 
+## cluster-sweep-plot: the README's whole-cluster sweep (docs/sweep-cluster.yaml: ClusterLoader2's load test in small
+## over node count × mode × minSyncPeriod): docs/images/sweep-cluster.csv and .svg (TestSweepPlotIsCurrent checks them)
+CLUSTER_SWEEP_PLOT = docs/sweep-cluster.yaml --max-events 100000000 --set cluster.pools[0].count=10,100,1000 --set proxy.mode=iptables,nftables --set proxy.minSyncPeriod=0s,1s,10s --plot-metric sliPerc99,podP99,nodeCPU,syncs
+.PHONY: cluster-sweep-plot
+cluster-sweep-plot:
+	$(GO) run ./cmd/proxysim sweep $(CLUSTER_SWEEP_PLOT) -o docs/images/sweep-cluster.csv --plot docs/images/sweep-cluster.svg
+
 ## profile-plot: the default cost profile's curves (docs/images/cost-profile-default.svg; TestDefaultProfilePlotIsCurrent checks it)
 .PHONY: profile-plot
 profile-plot:

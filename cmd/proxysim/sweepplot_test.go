@@ -10,15 +10,22 @@ import (
 	"github.com/proxysim/proxysim/scenarios/sweep"
 )
 
-// The README's default-profile sweep (make sweep-plot): its table and plot.
-const (
-	sweepPlotCSV = "../../docs/images/sweep-default-profile.csv"
-	sweepPlotSVG = "../../docs/images/sweep-default-profile.svg"
-)
+// sweepPlot is one of the README's sweeps: the Makefile variable holding
+// its arguments, the target that writes it, its table and plot.
+type sweepPlot struct {
+	makeVar, target, csv, svg string
+}
 
-// TestSweepPlotIsCurrent fails when docs/images/sweep-default-profile.csv
-// or .svg is no longer what `make sweep-plot` (the Makefile's SWEEP_PLOT)
-// writes. The whole sweep takes minutes, so it checks what can go stale
+var sweepPlots = []sweepPlot{
+	// The default-profile sweep (make sweep-plot).
+	{"SWEEP_PLOT", "sweep-plot", "../../docs/images/sweep-default-profile.csv", "../../docs/images/sweep-default-profile.svg"},
+	// The whole-cluster sweep (make cluster-sweep-plot).
+	{"CLUSTER_SWEEP_PLOT", "cluster-sweep-plot", "../../docs/images/sweep-cluster.csv", "../../docs/images/sweep-cluster.svg"},
+}
+
+// TestSweepPlotIsCurrent fails when one of sweepPlots' table or plot is
+// no longer what its make target (`make sweep-plot`: the Makefile's
+// SWEEP_PLOT; `make cluster-sweep-plot`: CLUSTER_SWEEP_PLOT) writes. The whole sweep takes minutes, so it checks what can go stale
 // cheaply and for real:
 //   - the CSV holds the sweep the Makefile names (its --set axes, every
 //     point, in order);
@@ -26,12 +33,19 @@ const (
 //     sweep's first axis cut to its first value is rerun, and its table
 //     must be the committed table's first rows, byte for byte; a change to
 //     the scenario, the default cost profile or the engine moves them;
-//   - the SVG is the committed CSV drawn with SWEEP_PLOT's --plot-metric.
+//   - the SVG is the committed CSV drawn with the variable's --plot-metric.
 //
 // Larger clusters are not replayed: a change that moves only them goes
 // unseen here (docs/sweep-default-profile.md says so).
 func TestSweepPlotIsCurrent(t *testing.T) {
-	args := makefileVar(t, "SWEEP_PLOT")
+	for _, p := range sweepPlots {
+		t.Run(p.target, func(t *testing.T) { checkSweepPlot(t, p) })
+	}
+}
+
+func checkSweepPlot(t *testing.T, p sweepPlot) {
+	sweepPlotCSV, sweepPlotSVG := p.csv, p.svg
+	args := makefileVar(t, p.makeVar)
 	var axes []sweep.Axis
 	metrics := []string{"p99"}
 	for i := 1; i+1 < len(args); i++ {
@@ -51,7 +65,7 @@ func TestSweepPlotIsCurrent(t *testing.T) {
 		}
 	}
 	if len(axes) == 0 {
-		t.Fatalf("SWEEP_PLOT sets nothing: %q", args)
+		t.Fatalf("%s sets nothing: %q", p.makeVar, args)
 	}
 	file := filepath.Join("../..", args[0])
 	base, err := scenarios.Load(file)
@@ -63,9 +77,9 @@ func TestSweepPlotIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := "run `make sweep-plot` and review the picture"
+	stale := "run `make " + p.target + "` and review the picture"
 	if !slices.EqualFunc(rep.Axes, axes, func(a, b sweep.Axis) bool { return a.Key == b.Key && slices.Equal(a.Values, b.Values) }) {
-		t.Fatalf("%s sweeps %v, the Makefile's SWEEP_PLOT %v: %s", sweepPlotCSV, rep.Axes, axes, stale)
+		t.Fatalf("%s sweeps %v, the Makefile's %s %v: %s", sweepPlotCSV, rep.Axes, p.makeVar, axes, stale)
 	}
 	if got := rep.Plot(metrics...); string(got) != readFile(t, sweepPlotSVG) {
 		t.Errorf("%s is not %s drawn: %s", sweepPlotSVG, sweepPlotCSV, stale)
