@@ -132,6 +132,23 @@ func (t *TopologyCache) overloaded(perZone map[string]int) bool {
 	return false
 }
 
+// Hinted returns, by address type, how many endpoints of a Service
+// ("ns/name") are hinted for each zone under Auto (a copy; nil when
+// none).
+func (t *TopologyCache) Hinted(service string) map[discovery.AddressType]map[string]int {
+	var out map[discovery.AddressType]map[string]int
+	for at, perZone := range t.byService[service] {
+		if out == nil {
+			out = map[discovery.AddressType]map[string]int{}
+		}
+		out[at] = map[string]int{}
+		for z, n := range perZone {
+			out[at][z] = n
+		}
+	}
+	return out
+}
+
 // forget drops a Service's hinted counts for one address type (upstream
 // RemoveHints).
 func (t *TopologyCache) forget(key string, at discovery.AddressType) {
