@@ -9,7 +9,8 @@ package upstream
 // (topology-mode, the deprecated topology-aware-hints, both, values Auto,
 // auto, Disabled), and the plain comparison's churn plus changes of nodes
 // (CPU, Ready, zone), of the Service's hint settings and of a zone's pods'
-// readiness. Both reconcilers get a topology cache fed the same nodes, and
+// readiness, and now and then hints written into the slices by someone
+// else (strayHints). Both reconcilers get a topology cache fed the same nodes, and
 // both have PreferSameTrafficDistribution on or off for the sequence.
 //
 // Compared, on top of the plain comparison: every endpoint's hints.
@@ -58,7 +59,7 @@ var (
 )
 
 var hintCoverage struct {
-	steps, autoHinted, autoRemoved, donated, closeHinted, nodeHinted, cleared, overloaded, redrawn, maxDraws int
+	steps, stray, autoHinted, autoRemoved, donated, closeHinted, nodeHinted, cleared, overloaded, redrawn, maxDraws int
 }
 
 func TestEndpointSliceHintsMatchUpstream(t *testing.T) {
@@ -251,6 +252,9 @@ func compareHintSequence(seed int64, steps int) error {
 	for st := 0; st < steps; st++ {
 		if st > 0 {
 			hintStep(w)
+			if w.chance(10) {
+				existing = strayHints(w, existing)
+			}
 		}
 		before := topo.Hinted(key)
 		topo.SetNodes(w.nodeList())
@@ -310,6 +314,35 @@ func compareHintSequence(seed int64, steps int) error {
 		existing = got
 	}
 	return nil
+}
+
+// strayHints writes hints into some endpoints of the slices, as another
+// writer (an older controller, a person) might: ready or not, for zones
+// and nodes that may not exist. Both reconcilers get the same input.
+func strayHints(w *sliceWorld, in []*discovery.EndpointSlice) []*discovery.EndpointSlice {
+	var out []*discovery.EndpointSlice
+	for _, s := range in {
+		s = s.DeepCopy()
+		for i := range s.Endpoints {
+			if !w.chance(30) {
+				continue
+			}
+			h := &discovery.EndpointHints{}
+			if w.chance(70) {
+				h.ForZones = []discovery.ForZone{{Name: []string{"zone-a", "zone-b", "zone-x"}[w.r.Intn(3)]}}
+			}
+			if w.chance(40) {
+				h.ForNodes = []discovery.ForNode{{Name: w.nodeNames[w.r.Intn(len(w.nodeNames))]}}
+			}
+			if w.chance(20) {
+				h = nil
+			}
+			s.Endpoints[i].Hints = h
+		}
+		out = append(out, s)
+	}
+	hintCoverage.stray++
+	return out
 }
 
 func hintsAuto(s *v1.Service) bool {
