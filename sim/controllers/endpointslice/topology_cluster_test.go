@@ -2,6 +2,7 @@ package endpointslice_test
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -166,4 +167,64 @@ func TestNodesInDifferentZonesProgramTheirHintedEndpoints(t *testing.T) {
 	if w.Err() != nil {
 		t.Fatal(w.Err())
 	}
+}
+
+// Auto hints with donations between three zones of unequal CPU come out
+// byte-identical on every run, GOMAXPROCS 1 or 2: the zones, slices and
+// endpoints are walked in a fixed order where upstream ranges over maps.
+func TestAutoHintsAreDeterministic(t *testing.T) {
+	run := func() string {
+		w := sim.New(t, sim.Config{})
+		c := endpointslice.New(w, endpointslice.Config{MaxEndpointsPerSlice: 7})
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(w.Subscribe(c))
+		must(w.Create(zonedNode("node-a", "zone-a", "7", true)))
+		must(w.Create(zonedNode("node-b", "zone-b", "2", true)))
+		must(w.Create(zonedNode("node-c", "zone-c", "3500m", true)))
+		must(w.Start())
+		api := zonedService("api", "10.96.0.20")
+		api.Annotations = map[string]string{v1.DeprecatedAnnotationTopologyAwareHints: "auto"}
+		w.At(time.Second, func() {
+			must(w.Create(api))
+			for i := 0; i < 20; i++ {
+				must(w.Create(zonedPod("api", []string{"node-a", "node-b", "node-c", "node-b"}[i%4], fmt.Sprintf("10.244.2.%d", i+1))))
+			}
+		})
+		w.RunUntil(5 * time.Second)
+		var b strings.Builder
+		donated := 0
+		for _, s := range c.Slices("default/api") {
+			fmt.Fprintf(&b, "%s:", s.Name)
+			for _, e := range s.Endpoints {
+				if e.Hints == nil {
+					t.Fatalf("%s has an endpoint without hints", s.Name)
+				}
+				fmt.Fprintf(&b, " %s/%s->%s", e.Addresses[0], *e.Zone, e.Hints.ForZones[0].Name)
+				if e.Hints.ForZones[0].Name != *e.Zone {
+					donated++
+				}
+			}
+			b.WriteString("\n")
+		}
+		if donated == 0 {
+			t.Fatalf("no endpoint was donated to another zone:\n%s", b.String())
+		}
+		fmt.Fprintf(&b, "%v", c.Topology().Hinted("default/api"))
+		return b.String()
+	}
+	first := run()
+	for i := 0; i < 6; i++ {
+		prev := runtime.GOMAXPROCS(1 + i%2)
+		got := run()
+		runtime.GOMAXPROCS(prev)
+		if got != first {
+			t.Fatalf("run %d differs:\n%s\nfirst:\n%s", i+2, got, first)
+		}
+	}
+	t.Log(first)
 }
