@@ -17,6 +17,7 @@ import (
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/sim"
+	"github.com/proxysim/proxysim/sim/clustergen"
 	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/runner"
@@ -227,4 +228,49 @@ func TestAutoHintsAreDeterministic(t *testing.T) {
 		}
 	}
 	t.Log(first)
+}
+
+// A generated cluster's Nodes are Ready with 4 CPUs each, so topology-mode
+// Auto shares a generated Service's endpoints by the nodes per zone: 6
+// nodes in 3 zones (2 each), 12 pods, 4 hinted for each zone.
+func TestAutoHintsInAGeneratedCluster(t *testing.T) {
+	c, err := clustergen.Generate(clustergen.Spec{Seed: 1, Services: 1, EndpointsPerService: clustergen.Mix[int]{12: 1}, Nodes: 6, Zones: 3, Pods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Services[0].Annotations = map[string]string{v1.AnnotationTopologyMode: "Auto"}
+	w := sim.New(t, sim.Config{})
+	ctl := endpointslice.New(w, endpointslice.Config{})
+	if err := w.Subscribe(ctl); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range c.Objects() {
+		if _, ok := o.(*v1.Service); !ok {
+			if err := w.Create(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Created after the topology worker has read the nodes (see the
+	// package doc on the startup order).
+	w.At(time.Second, func() {
+		if err := w.Create(c.Services[0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	w.RunUntil(3 * time.Second)
+	svc := c.Services[0].Namespace + "/" + c.Services[0].Name
+	if got := ctl.Topology().Hinted(svc)["IPv4"]; len(got) != 3 || got["zone-a"] != 4 || got["zone-b"] != 4 || got["zone-c"] != 4 {
+		t.Fatalf("hinted %v, want 4 per zone", got)
+	}
+	for _, s := range ctl.Slices(svc) {
+		for _, e := range s.Endpoints {
+			if e.Hints == nil || e.Zone == nil || e.Hints.ForZones[0].Name != *e.Zone {
+				t.Fatalf("endpoint %v in zone %v hinted %v", e.Addresses, ptr.Deref(e.Zone, ""), e.Hints)
+			}
+		}
+	}
 }
