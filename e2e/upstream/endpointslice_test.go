@@ -92,6 +92,11 @@ type sliceWorld struct {
 	nodes map[string]*v1.Node
 	max   int
 	rv    int
+	// The topology comparison's hooks (endpointslice_hints_test.go); nil
+	// in the plain one.
+	nodeNames []string                   // where pods may run; default node-a..c
+	makeNode  func(name string) *v1.Node // default newNode
+	decorate  func(*v1.Service)          // applied to every new Service
 }
 
 func (w *sliceWorld) chance(pct int) bool { return w.r.Intn(100) < pct }
@@ -128,6 +133,9 @@ func (w *sliceWorld) newService() *v1.Service {
 	default:
 		s.Spec.ClusterIP = v1.ClusterIPNone // headless, no families: both
 	}
+	if w.decorate != nil {
+		defer w.decorate(s)
+	}
 	nports := w.r.Intn(3)
 	if s.Spec.ClusterIP != v1.ClusterIPNone && nports == 0 {
 		nports = 1
@@ -162,6 +170,9 @@ func (w *sliceWorld) newPod(name string) *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name), ResourceVersion: fmt.Sprint(w.rv),
 			Labels: map[string]string{"app": "web"}},
 		Spec: v1.PodSpec{NodeName: []string{"node-a", "node-b", "node-c", ""}[w.r.Intn(4)]},
+	}
+	if w.nodeNames != nil {
+		p.Spec.NodeName = w.nodeNames[w.r.Intn(len(w.nodeNames))]
 	}
 	if p.Spec.NodeName == "" {
 		p.Spec.NodeName = "node-a"
@@ -248,8 +259,13 @@ func (w *sliceWorld) step() {
 		w.pods[p.Name] = p
 	case k < 90:
 		n := []string{"node-a", "node-b", "node-c"}[w.r.Intn(3)]
+		if w.nodeNames != nil {
+			n = w.nodeNames[w.r.Intn(len(w.nodeNames))]
+		}
 		if _, ok := w.nodes[n]; ok && w.chance(50) {
 			delete(w.nodes, n)
+		} else if w.makeNode != nil {
+			w.nodes[n] = w.makeNode(n)
 		} else {
 			w.nodes[n] = w.newNode(n)
 		}

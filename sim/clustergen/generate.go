@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -282,6 +283,9 @@ func plan(spec Spec) (*planned, error) {
 	return p, nil
 }
 
+// nodeCPU is every generated Node's allocatable CPU.
+var nodeCPU = resource.MustParse("4")
+
 // build makes the objects of a plan.
 func (p *planned) build() *Cluster {
 	c := &Cluster{Nodes: make([]*v1.Node, p.Nodes), Services: make([]*v1.Service, p.Services)}
@@ -305,10 +309,17 @@ func (p *planned) build() *Cluster {
 		c.Nodes[i] = &v1.Node{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 			ObjectMeta: metav1.ObjectMeta{Name: nodeNames[i], Labels: labels},
-			Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
-				{Type: v1.NodeInternalIP, Address: p.pools.node.take()},
-				{Type: v1.NodeHostName, Address: nodeNames[i]},
-			}},
+			// Ready, with the allocatable CPU of a 4-core node: the
+			// EndpointSlice controller shares topology-mode Auto's hints
+			// by the Ready nodes' CPU per zone.
+			Status: v1.NodeStatus{
+				Addresses: []v1.NodeAddress{
+					{Type: v1.NodeInternalIP, Address: p.pools.node.take()},
+					{Type: v1.NodeHostName, Address: nodeNames[i]},
+				},
+				Allocatable: v1.ResourceList{v1.ResourceCPU: nodeCPU},
+				Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+			},
 		}
 	}
 	trigger := p.Created.UTC().Format(time.RFC3339Nano)

@@ -8,25 +8,28 @@
 // Service queue with its rate limiter (per key 1 s doubling to 1000 s, the
 // larger of that and a 10 qps / burst 100 bucket; 15 retries), pod changes
 // batched by AddAfter(batchPeriod), slice changes by max(1 s, batchPeriod),
-// the reconciler's packing, and the trigger-time annotation from which
-// kube-proxy computes network_programming_duration_seconds.
+// the reconciler's packing, the trigger-time annotation from which
+// kube-proxy computes network_programming_duration_seconds, and topology
+// hints: spec.trafficDistribution (PreferClose, PreferSameZone,
+// PreferSameNode) and the topology-mode: Auto annotation, whose allotment
+// follows the ready nodes' CPU per zone through the topology queue that
+// node events feed (hints.go, topology.go).
 //
-// Determinism: every handler runs on the world's goroutine; the queue
-// (package queue) processes keys from virtual timers, never goroutines; the
-// reconciler walks address types, port groups, slices and pods in sorted
-// order where upstream ranges over maps (which is why its slice layout
-// varies from run to run and this one does not). A sync's writes reach the
-// API server and every informer before the next key is processed, so the
-// controller's cache is never stale and upstream's stale-cache check
-// (EndpointSliceTracker.StaleSlices) never fires here.
+// Determinism: every handler runs on the world's goroutine; the queues
+// (package queue) process keys from virtual timers, never goroutines; the
+// reconciler walks address types, port groups, slices, pods and zones in
+// sorted order where upstream ranges over maps (which is why its slice
+// layout and its Auto hints vary from run to run and these do not). A
+// sync's writes reach the API server and every informer before the next
+// key is processed, so the controller's cache is never stale and
+// upstream's stale-cache check (EndpointSliceTracker.StaleSlices) never
+// fires here.
 //
-// What it leaves out: topology-aware hints and trafficDistribution hints,
-// the topology queue fed by node events (which never requeues a Service,
-// §1.4), metrics, events, and the pod queue's worker hop (pod events
-// AddAfter their Services at once: with syncs taking no virtual time, the
-// same instant). The world has no garbage collector, so when a Service is
-// gone this package deletes the slices it owned, as the garbage collector
-// would, writing as "garbage-collector".
+// What it leaves out: metrics, events, and the pod queue's worker hop (pod
+// events AddAfter their Services at once: with syncs taking no virtual
+// time, the same instant). The world has no garbage collector, so when a
+// Service is gone this package deletes the slices it owned, as the
+// garbage collector would, writing as "garbage-collector".
 package endpointslice
 
 import (
@@ -73,11 +76,12 @@ type Config struct {
 
 // Controller is the EndpointSlice controller as a world consumer.
 type Controller struct {
-	w   *sim.World
-	cfg Config
-	q   *queue.Queue
-	rec *Reconciler
-	tt  *TriggerTimes
+	w    *sim.World
+	cfg  Config
+	q    *queue.Queue
+	topo *queue.Queue // upstream's topologyQueue: one key, node changes
+	rec  *Reconciler
+	tt   *TriggerTimes
 
 	idx      *podindex.Index                                // Services and Pods
 	nodes    map[string]*v1.Node                            // by name
@@ -122,8 +126,17 @@ func New(w *sim.World, cfg Config) *Controller {
 			w.Trace.Add(trace.Event{Kind: trace.Note, Object: "Service " + key, Detail: Name + ": dropped after retries", Err: err.Error()})
 		},
 	})
+	// Upstream's topology worker refreshes the cache from every node and
+	// queues the Services whose hints now overload a zone
+	// (checkNodeTopologyDistribution). Its sync never fails.
+	c.topo = queue.New(queue.Config{Clock: w.Clock, MaxRetries: MaxRetries, Workers: 1, Sync: func(string) error {
+		c.refreshTopology()
+		return nil
+	}})
 	c.rec = &Reconciler{
-		MaxEndpointsPerSlice: cfg.MaxEndpointsPerSlice,
+		Topology:                      NewTopologyCache(),
+		PreferSameTrafficDistribution: true, // GA, locked on in v1.36
+		MaxEndpointsPerSlice:          cfg.MaxEndpointsPerSlice,
 		Node: func(name string) (*v1.Node, bool) {
 			n, ok := c.nodes[name]
 			return n, ok
@@ -139,7 +152,7 @@ func (c *Controller) Kinds() []string {
 	return []string{"Service", "EndpointSlice", "Pod", "Node"}
 }
 func (c *Controller) Start() error          { return nil }
-func (c *Controller) Stop()                 { c.q.Stop() }
+func (c *Controller) Stop()                 { c.q.Stop(); c.topo.Stop() }
 func (c *Controller) OnSynced(string) error { return nil }
 
 // Syncs counts the Service syncs it ran.
@@ -154,6 +167,7 @@ func (c *Controller) OnAdd(kind string, obj runtime.Object) error {
 		c.queuePodServices(c.idx.ServicesFor(o.Namespace, o.Labels))
 	case *v1.Node:
 		c.nodes[o.Name] = o
+		c.topo.Add(topologyKey)
 	case *discovery.EndpointSlice:
 		c.putSlice(o)
 		c.later(func() {
@@ -183,6 +197,11 @@ func (c *Controller) OnUpdate(kind string, old, obj runtime.Object) error {
 		c.queuePodServices(c.idx.ServicesToSync(old.(*v1.Pod), o))
 	case *v1.Node:
 		c.nodes[o.Name] = o
+		// A change of allocatable CPU alone waits for the next node event
+		// (upstream updateNode).
+		if prev := old.(*v1.Node); nodeReady(prev) != nodeReady(o) || prev.Labels[v1.LabelTopologyZone] != o.Labels[v1.LabelTopologyZone] {
+			c.topo.Add(topologyKey)
+		}
 	case *discovery.EndpointSlice:
 		prev := old.(*discovery.EndpointSlice)
 		c.dropSlice(prev)
@@ -209,6 +228,7 @@ func (c *Controller) OnDelete(kind string, obj runtime.Object) error {
 		c.queuePodServices(c.idx.ServicesFor(o.Namespace, o.Labels))
 	case *v1.Node:
 		delete(c.nodes, o.Name)
+		c.topo.Add(topologyKey)
 	case *discovery.EndpointSlice:
 		c.dropSlice(o)
 		c.later(func() {
@@ -224,6 +244,26 @@ func (c *Controller) OnDelete(kind string, obj runtime.Object) error {
 	}
 	return nil
 }
+
+const topologyKey = "topology"
+
+// refreshTopology gives the topology cache every node and queues the
+// Services some zone of which is now overloaded. Upstream leaves a deleted
+// Service's counts in the cache, so it may be queued too, to no effect.
+func (c *Controller) refreshTopology() {
+	names := sortedKeys(c.nodes)
+	nodes := make([]*v1.Node, len(names))
+	for i, n := range names {
+		nodes[i] = c.nodes[n]
+	}
+	c.rec.Topology.SetNodes(nodes)
+	for _, k := range c.rec.Topology.Overloaded() {
+		c.q.Add(k)
+	}
+}
+
+// Topology is the controller's topology cache (read-only for callers).
+func (c *Controller) Topology() *TopologyCache { return c.rec.Topology }
 
 // queuePodServices queues the Services a pod change touches after the
 // batch period (--endpointslice-updates-batch-period).

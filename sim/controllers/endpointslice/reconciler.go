@@ -41,6 +41,15 @@ type Reconciler struct {
 	Writer Writer
 	// Wrote, if set, is told of every successful write (for the tracker).
 	Wrote func(op string, s *discovery.EndpointSlice)
+	// Topology, if set, gives hints to Services annotated
+	// service.kubernetes.io/topology-mode: Auto (nil: such Services get
+	// none, as upstream's reconciler without a topology cache).
+	Topology *TopologyCache
+	// PreferSameTrafficDistribution honours trafficDistribution
+	// PreferSameZone and PreferSameNode (upstream's
+	// WithPreferSameTrafficDistributionEnabled; the feature gate is GA and
+	// locked on since v1.35). PreferClose is honoured either way.
+	PreferSameTrafficDistribution bool
 }
 
 // Plan is what one reconcile of one address type decided, before the
@@ -58,6 +67,9 @@ func (r *Reconciler) Reconcile(svc *v1.Service, pods []*v1.Pod, existing []*disc
 	var stale []*discovery.EndpointSlice
 	for _, s := range sortedByName(existing) {
 		if !hasType(types, s.AddressType) {
+			if r.Topology != nil {
+				r.Topology.forget(svc.Namespace+"/"+svc.Name, s.AddressType)
+			}
 			stale = append(stale, s)
 			continue
 		}
@@ -125,12 +137,14 @@ func (g *desiredGroup) pop() *discovery.Endpoint {
 }
 
 // Plan decides the writes for one address type (upstream
-// reconcileByAddressType and reconcileByPortMapping) without making them.
+// reconcileByAddressType and reconcileByPortMapping), hints included,
+// without making them.
 func (r *Reconciler) Plan(svc *v1.Service, pods []*v1.Pod, existing []*discovery.EndpointSlice, at discovery.AddressType) (*Plan, []error) {
 	plan := &Plan{}
 	var errs []error
+	existing = sortedByName(existing)
 	existingByKey := map[string][]*discovery.EndpointSlice{}
-	for _, s := range sortedByName(existing) {
+	for _, s := range existing {
 		if OwnedBy(s, svc) {
 			k := portKey(s.Ports)
 			existingByKey[k] = append(existingByKey[k], s)
@@ -184,6 +198,7 @@ func (r *Reconciler) Plan(svc *v1.Service, pods []*v1.Pod, existing []*discovery
 			plan.Create = append(plan.Create, ph)
 		}
 	}
+	r.hint(svc, at, existing, plan)
 	return plan, errs
 }
 
