@@ -87,7 +87,7 @@ var realCases = []realCase{
 
 	{scenario: "iptables-restore-failure-retry-v1.33", listed: "proxy.version v1.33.0 is the burst runner; this binary is v1.36.3"},
 	{scenario: "iptables-partial-sync", backend: netns.NFT, long: "an hour of real time (its last step is at 1h0m35s, after the hourly full sync)"},
-	{scenario: "iptables-large-cluster", backend: netns.NFT, long: "50 minutes of real time (its last step is at 3016s)"},
+	{scenario: "iptables-large-cluster", backend: netns.NFT, long: "an hour of real time (its last step is at 1h0m5s, after the hourly full sync)"},
 	{scenario: "generated-cluster-iptables", listed: "a generated cluster (namespace gen, 300 Services): not yet run against the binary; generated clusters' sync durations are measured by TestSyncDurationsAtScale"},
 	{scenario: "cluster-pools-iptables", listed: "node pools (cluster.pools): one kube-proxy per pool, not one binary; not yet run"},
 	{scenario: "cl2-load-100", listed: "100 nodes in pools (cluster.pools) under a generated churn: one kube-proxy per node, not one binary; not yet run"},
