@@ -219,23 +219,27 @@ realcp:
 
 .PHONY: realcp-ci
 ## realcp-ci: CI's subset of make realcp (root): REALCP_CI_SCENARIOS, short stories that cover iptables-nft,
-## iptables-legacy, nftables with a failing transaction, a controller story and a restart, each verdict checked against
-## the pinned one, plus the kill test (docs/realcp.md "CI's subset")
+## iptables-legacy, nftables with a failing transaction, a controller story and a restart, side by side (one process
+## each), each verdict checked against the pinned one, then the kill test (docs/realcp.md "CI's subset")
 REALCP_CI_SCENARIOS ?= iptables-traffic-policies,nftables-stale-chain-cleanup-failure,iptables-pod-label-change,restart-nftables
 realcp-ci:
 	@[ "$$(id -u)" = 0 ] || { echo "make realcp-ci needs root"; exit 1; }
 	bash netns/hostdeps.sh
-	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -v -run '^(TestKubeProxyBinaryAgainstPrediction|TestKilledRunLeavesNothing|TestEveryScenarioHasACase)$$' . -args -realcp-scenario $(REALCP_CI_SCENARIOS) -realcp-check-pinned
+	logs=$$(mktemp -d /tmp/realcp-ci.XXXXXX) && \
+	REALCP_LOGS=$$logs KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" e2e/realcp/sidebyside.sh $(REALCP_CI_SCENARIOS) && \
+	cd e2e/realcp && PROXYSIM_REALCP_REQUIRED=1 KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" $$logs/realcp.test -test.v -test.count=1 -test.timeout 30m -test.run '^(TestKilledRunLeavesNothing|TestEveryScenarioHasACase)$$' && \
+	rm -rf $$logs
 
 .PHONY: realcp-long
 ## realcp-long: the long stories of make realcp (an hour of real time each: iptables-partial-sync,
 ## iptables-large-cluster, nftables-partial-and-full-syncs), side by side, one process each, every verdict checked
-## against testdata/realcp-long.txt (root; about 65 min; REALCP_LONG_SERIAL=1 one after another,
-## REALCP_LONG_UPDATE=1 re-pins; docs/realcp.md "The long stories")
+## against testdata/realcp-long.txt (root; about 65 min; REALCP_SERIAL=1 one after another, REALCP_UPDATE=1
+## re-pins; docs/realcp.md "Side by side")
+REALCP_LONG_SCENARIOS ?= iptables-partial-sync,iptables-large-cluster,nftables-partial-and-full-syncs
 realcp-long:
 	@[ "$$(id -u)" = 0 ] || { echo "make realcp-long needs root"; exit 1; }
 	bash netns/hostdeps.sh
-	KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" e2e/realcp/long.sh
+	KUBE_PROXY="$(if $(KUBE_PROXY),$(abspath $(KUBE_PROXY)))" e2e/realcp/sidebyside.sh $(REALCP_LONG_SCENARIOS) -realcp-long
 
 .PHONY: calibrate
 ## calibrate: measure a cost profile on this machine (root; ≤ 10 min here): profile.json and profile.svg.
