@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
@@ -32,6 +33,13 @@ type Write struct {
 	Kind string // Service or EndpointSlice
 	// Obj is the object written (for a delete, the last one seen).
 	Obj runtime.Object
+	// By is the writer as the trace names it (a controller:
+	// "endpointslice-controller", "garbage-collector"), "" for the
+	// scenario's own steps.
+	By string
+	// Seq is the write's place among all the recording's writes
+	// (Writes and Pods together), from 0.
+	Seq int
 }
 
 // Fault is an injected dataplane failure: the next N dataplane writes
@@ -79,8 +87,13 @@ type Transcript struct {
 	// Script is Writes, Faults and Restarts merged in the order they
 	// happened: the order to replay them in.
 	Script []Action
-	Steps  []Step
-	Syncs  []Sync
+	// Pods are the Pod and Node writes, in order (recorded only by
+	// RecordWith's Options.Pods): what a replay that runs its own
+	// EndpointSlice controller writes, where Writes has the slices
+	// proxysim's controller made of them. They are not in Script.
+	Pods  []Write
+	Steps []Step
+	Syncs []Sync
 	// Unsupported names the steps a replay of kube-proxy's own code cannot
 	// reproduce, with the reason; empty when it can replay them all.
 	Unsupported []string
@@ -115,9 +128,20 @@ var replayable = map[string]bool{
 // otherFaults are faults that touch neither the proxy nor its dataplane.
 var otherFaults = []string{"the next %d ingress-nginx reloads fail"}
 
+// Options say what a recording keeps beyond the proxy's writes.
+type Options struct {
+	// Pods records the Pod and Node writes (Transcript.Pods).
+	Pods bool
+}
+
 // Record replays s with proxysim's engine on its fake dataplane and
 // returns the transcript.
 func Record(s *scenarios.Scenario) (t *Transcript, err error) {
+	return RecordWith(s, Options{})
+}
+
+// RecordWith is Record with options.
+func RecordWith(s *scenarios.Scenario, o Options) (t *Transcript, err error) {
 	// A retold scenario (AsIPTables) may hold a step that only its first
 	// mode has, which drives that mode's dataplane.
 	if err := foreignStep(s); err != nil {
@@ -144,10 +168,16 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 		},
 		World: func(w *sim.World) error {
 			t.Cost, t.node = w.Config().Cost, w.Config().NodeName
-			rec := &recorder{t: t, w: w}
+			rec := &recorder{t: t, w: w, pods: o.Pods, by: map[string]string{}}
 			w.Trace.Observe(func(e trace.Event) {
 				at := time.Duration(e.At)
 				switch e.Kind {
+				case trace.Object:
+					// A consumer's or named writer's write is traced before
+					// its events are delivered (sim World.afterWrite).
+					if e.Why != "" && e.Err == "" && e.Op != "refused" {
+						rec.by[e.Object] = e.Why
+					}
 				case trace.End:
 					snap, err := dp.Snapshot()
 					if err != nil && snapErr == nil {
@@ -250,16 +280,40 @@ type recorder struct {
 	t      *Transcript
 	w      *sim.World
 	synced int
+	seq    int
+	// pods: hear Pods and Nodes too (Options.Pods).
+	pods bool
+	// by is the last writer the trace named for each object ("Kind
+	// ns/name"); a step's writes name none.
+	by map[string]string
 }
 
-func (r *recorder) Name() string    { return "transcript" }
-func (r *recorder) Kinds() []string { return []string{"Service", "EndpointSlice"} }
+func (r *recorder) Name() string { return "transcript" }
+func (r *recorder) Kinds() []string {
+	if r.pods {
+		return []string{"Service", "EndpointSlice", "Pod", "Node"}
+	}
+	return []string{"Service", "EndpointSlice"}
+}
 
 func (r *recorder) add(op, kind string, obj runtime.Object) {
-	if r.synced < 2 {
+	if r.synced < len(r.Kinds()) {
 		return // the initial list: Transcript.Initial
 	}
-	w := &Write{At: r.w.Now(), Op: op, Kind: kind, Obj: obj.DeepCopyObject()}
+	w := &Write{At: r.w.Now(), Op: op, Kind: kind, Obj: obj.DeepCopyObject(), Seq: r.seq}
+	r.seq++
+	if m, ok := obj.(metav1.Object); ok {
+		key := kind + " " + m.GetName()
+		if m.GetNamespace() != "" {
+			key = kind + " " + m.GetNamespace() + "/" + m.GetName()
+		}
+		w.By = r.by[key]
+		delete(r.by, key)
+	}
+	if kind == "Pod" || kind == "Node" {
+		r.t.Pods = append(r.t.Pods, *w)
+		return
+	}
 	r.t.Writes = append(r.t.Writes, *w)
 	r.t.Script = append(r.t.Script, Action{At: w.At, Write: w})
 }
