@@ -398,6 +398,9 @@ type sliceWrite struct {
 	// is at or before the proxy's start, which kube-proxy ignores.
 	Trigger time.Time
 	Old     bool
+	// Index is a predicted write's place in the transcript's Writes
+	// (transcript.Sync.Heard counts them).
+	Index int
 }
 
 // normalSlice is s as compared: no name (generated), UID, resourceVersion,
@@ -444,12 +447,13 @@ func sliceWriteOf(at time.Duration, op string, s *discovery.EndpointSlice) slice
 // trigger times on the real clock (stamps).
 func predictedSliceWrites(tr *transcript.Transcript, m stamps) []sliceWrite {
 	var out []sliceWrite
-	for _, w := range tr.Writes {
+	for i, w := range tr.Writes {
 		s, ok := w.Obj.(*discovery.EndpointSlice)
 		if !ok || w.By != endpointslice.Name {
 			continue
 		}
 		sw := sliceWriteOf(w.At, w.Op, s)
+		sw.Index = i
 		if !sw.Trigger.IsZero() {
 			sw.Old = !sw.Trigger.After(vclock.Epoch)
 			sw.Trigger = m.at(metav1.NewTime(sw.Trigger)).Time
@@ -587,30 +591,18 @@ func sliceState(writes []sliceWrite, upTo func(sliceWrite) bool) []string {
 }
 
 // compareSliceStates checks the controller's slices each sync started
-// with. proxysim's: its writes before the predicted sync's start, and any
-// of those at that very instant (one of them may have asked for the sync;
-// a transcript does not order a sync among the writes of its instant).
-// Upstream's: the writes the test's informer saw before the real sync's
-// start; a write seen within tol of the start may have reached kube-proxy
-// on the other side of it, so a cut at any write within tol of the start
-// that agrees is accepted, and logged.
-func compareSliceStates(pred, real []sliceWrite, predStarts, realStarts []time.Duration, tol time.Duration) (diffs, raced []string) {
-	for i := range min(len(predStarts), len(realStarts)) {
-		var wants [][]string
-		for n := 0; n <= len(pred); n++ {
-			if n > 0 && pred[n-1].At > predStarts[i] {
-				break
-			}
-			if n < len(pred) && pred[n].At < predStarts[i] {
-				continue
-			}
-			wants = append(wants, sliceState(pred[:n], func(sliceWrite) bool { return true }))
-		}
-		agrees := func(got []string) bool {
-			return slices.ContainsFunc(wants, func(w []string) bool { return slices.Equal(w, got) })
-		}
+// with. proxysim's: the writes its proxy had heard (transcript.Sync.Heard:
+// of one instant's writes, those before the sync). Upstream's: the writes
+// the test's informer saw before the real sync's start; a write seen
+// within tol of the start may have reached kube-proxy on the other side of
+// it, so a cut at any write within tol of the start that agrees is
+// accepted, and logged.
+func compareSliceStates(pred []sliceWrite, predSyncs []transcript.Sync, real []sliceWrite, realStarts []time.Duration, tol time.Duration) (diffs, raced []string) {
+	for i := range min(len(predSyncs), len(realStarts)) {
+		p := predSyncs[i]
+		want := sliceState(pred, func(w sliceWrite) bool { return w.Index < p.Heard })
 		got := sliceState(real, func(w sliceWrite) bool { return w.At < realStarts[i] })
-		if agrees(got) {
+		if slices.Equal(want, got) {
 			continue
 		}
 		agreed := false
@@ -619,17 +611,17 @@ func compareSliceStates(pred, real []sliceWrite, predStarts, realStarts []time.D
 				continue
 			}
 			cut := w.At
-			if agrees(sliceState(real, func(x sliceWrite) bool { return x.At <= cut })) || agrees(sliceState(real, func(x sliceWrite) bool { return x.At < cut })) {
+			if slices.Equal(want, sliceState(real, func(x sliceWrite) bool { return x.At <= cut })) || slices.Equal(want, sliceState(real, func(x sliceWrite) bool { return x.At < cut })) {
 				agreed = true
 				break
 			}
 		}
 		if agreed {
-			raced = append(raced, fmt.Sprintf("sync %d at %v: a slice write seen within %v of its start counted on the other side of it", i+1, predStarts[i], tol))
+			raced = append(raced, fmt.Sprintf("sync %d at %v: a slice write seen within %v of its start counted on the other side of it", i+1, p.Start, tol))
 			continue
 		}
-		diffs = append(diffs, fmt.Sprintf("sync %d: the controller's slices it started with differ (predicted at %v, kube-proxy's at %v):\n%s", i+1, predStarts[i], realStarts[i].Round(time.Millisecond),
-			lineDiff(strings.Join(wants[len(wants)-1], "---\n"), strings.Join(got, "---\n"))))
+		diffs = append(diffs, fmt.Sprintf("sync %d: the controller's slices it started with differ (predicted at %v, kube-proxy's at %v):\n%s", i+1, p.Start, realStarts[i].Round(time.Millisecond),
+			lineDiff(strings.Join(want, "---\n"), strings.Join(got, "---\n"))))
 	}
 	return diffs, raced
 }

@@ -625,16 +625,11 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 		for _, w := range real {
 			r.writeAt = append(r.writeAt, w.At)
 		}
-		var ps, rs []time.Duration
-		for _, p := range ptr.Syncs {
-			if p.Start <= r.s.Length()+tolerance {
-				ps = append(ps, p.Start)
-			}
-		}
+		var rs []time.Duration
 		for _, g := range r.syncs {
 			rs = append(rs, r.since(g.Start))
 		}
-		d, rc := compareSliceStates(predicted, real, ps, rs, tol)
+		d, rc := compareSliceStates(predicted, ptr.Syncs, real, rs, tol)
 		sliceDiffs, sliceRaced = append(sliceDiffs, d...), rc
 	}
 	for _, p := range ptr.Syncs {

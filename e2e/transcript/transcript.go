@@ -54,6 +54,9 @@ type Sync struct {
 	Start, End time.Duration
 	Why        string // initial, request, timer, retry, ...
 	Err        string
+	// Heard is how many of Transcript.Writes the proxy had been delivered
+	// when the sync started (one instant's writes and syncs interleave).
+	Heard int
 	// Dataplane is the mode's snapshot (iptables-save, nft dump) right
 	// after the sync.
 	Dataplane string
@@ -160,6 +163,10 @@ func RecordWith(s *scenarios.Scenario, o Options) (t *Transcript, err error) {
 	}
 	var dp scenarios.Dataplane
 	var snapErr error
+	// heard: how many writes the proxy had been delivered at each sync's
+	// start, counted from its initial sync's.
+	var heard []int
+	toProxy, base := 0, 0
 	opts := scenarios.Options{
 		Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 			d, err := mode.Fake(s, clk)
@@ -173,11 +180,23 @@ func RecordWith(s *scenarios.Scenario, o Options) (t *Transcript, err error) {
 				at := time.Duration(e.At)
 				switch e.Kind {
 				case trace.Object:
+					// A delivery to the proxy (its deliveries are traced
+					// without its name), of the kinds recorded here.
+					if e.Why == "" && e.Detail == "" && (strings.HasPrefix(e.Object, "Service ") || strings.HasPrefix(e.Object, "EndpointSlice ")) {
+						toProxy++
+					}
 					// A consumer's or named writer's write is traced before
 					// its events are delivered (sim World.afterWrite).
 					if e.Why != "" && e.Err == "" && e.Op != "refused" {
 						rec.by[e.Object] = e.Why
 					}
+				case trace.Start:
+					if e.Why == "initial" {
+						// A proxy's first sync (at its start and each
+						// restart) heard the lists: every write so far.
+						base = toProxy - len(t.Writes)
+					}
+					heard = append(heard, toProxy-base)
 				case trace.End:
 					snap, err := dp.Snapshot()
 					if err != nil && snapErr == nil {
@@ -211,6 +230,9 @@ func RecordWith(s *scenarios.Scenario, o Options) (t *Transcript, err error) {
 	}
 	for i, r := range res.Runs {
 		t.Syncs[i].Start, t.Syncs[i].Why, t.Syncs[i].Err = r.Start, r.Why, r.Err
+	}
+	for i := range min(len(heard), len(t.Syncs)) {
+		t.Syncs[i].Heard = heard[i]
 	}
 	return t, nil
 }

@@ -186,8 +186,30 @@ func TestRecordPods(t *testing.T) {
 		t.Errorf("Seq must order the writes as they happened: slices %d, %d; pod %d", with.Writes[0].Seq, with.Writes[1].Seq, p.Seq)
 	}
 	for i := range with.Syncs {
-		if with.Syncs[i].Start != plain.Syncs[i].Start || with.Syncs[i].Dataplane != plain.Syncs[i].Dataplane {
+		if with.Syncs[i].Start != plain.Syncs[i].Start || with.Syncs[i].Dataplane != plain.Syncs[i].Dataplane || with.Syncs[i].Heard != plain.Syncs[i].Heard {
 			t.Errorf("sync %d differs when Pods are recorded", i)
+		}
+	}
+	// The initial sync at 0 heard no write, the request right after it
+	// the slice written at 0, the one at 11s the update too.
+	for i, want := range []int{0, 1, 2} {
+		if got := with.Syncs[i].Heard; got != want {
+			t.Errorf("sync %d at %v (%s) heard %d writes, want %d", i+1, with.Syncs[i].Start, with.Syncs[i].Why, got, want)
+		}
+	}
+}
+
+// TestSyncsHeard: two slices written at one instant, each followed by its
+// own sync (minSyncPeriod 0): each sync heard the writes before it, not
+// the ones after it at the same instant.
+func TestSyncsHeard(t *testing.T) {
+	tr := record(t, "iptables-terminating-pod-publish-not-ready")
+	if len(tr.Syncs) != 9 || len(tr.Writes) != 8 {
+		t.Fatalf("%d syncs, %d writes; want 9 and 8", len(tr.Syncs), len(tr.Writes))
+	}
+	for i, s := range tr.Syncs {
+		if s.Heard != i {
+			t.Errorf("sync %d at %v heard %d writes, want %d", i+1, s.Start, s.Heard, i)
 		}
 	}
 }
