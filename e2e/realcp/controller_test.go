@@ -592,17 +592,28 @@ func sliceState(writes []sliceWrite, upTo func(sliceWrite) bool) []string {
 
 // compareSliceStates checks the controller's slices each sync started
 // with. proxysim's: the writes its proxy had heard (transcript.Sync.Heard:
-// of one instant's writes, those before the sync). Upstream's: the writes
-// the test's informer saw before the real sync's start; a write seen
-// within tol of the start may have reached kube-proxy on the other side of
-// it, so a cut at any write within tol of the start that agrees is
-// accepted, and logged.
+// of one instant's writes, those before the sync); of that instant's
+// writes for several Services, as many in any order that keeps each
+// Service's own (upstream's workers sync different Services at once,
+// in no set order; proxysim's queue takes them in sorted order). Upstream's:
+// the writes the test's informer saw before the real sync's start; a write
+// seen within tol of the start may have reached kube-proxy on the other
+// side of it, so a cut at any write within tol of the start that agrees is
+// accepted. Both acceptances are logged.
 func compareSliceStates(pred []sliceWrite, predSyncs []transcript.Sync, real []sliceWrite, realStarts []time.Duration, tol time.Duration) (diffs, raced []string) {
 	for i := range min(len(predSyncs), len(realStarts)) {
 		p := predSyncs[i]
 		want := sliceState(pred, func(w sliceWrite) bool { return w.Index < p.Heard })
+		wants := reorderedStates(pred, p)
+		agrees := func(got []string) bool {
+			return slices.ContainsFunc(wants, func(w []string) bool { return slices.Equal(w, got) })
+		}
 		got := sliceState(real, func(w sliceWrite) bool { return w.At < realStarts[i] })
 		if slices.Equal(want, got) {
+			continue
+		}
+		if agrees(got) {
+			raced = append(raced, fmt.Sprintf("sync %d at %v: it started with the slices of its instant's writes in another order of their Services", i+1, p.Start))
 			continue
 		}
 		agreed := false
@@ -611,7 +622,7 @@ func compareSliceStates(pred []sliceWrite, predSyncs []transcript.Sync, real []s
 				continue
 			}
 			cut := w.At
-			if slices.Equal(want, sliceState(real, func(x sliceWrite) bool { return x.At <= cut })) || slices.Equal(want, sliceState(real, func(x sliceWrite) bool { return x.At < cut })) {
+			if agrees(sliceState(real, func(x sliceWrite) bool { return x.At <= cut })) || agrees(sliceState(real, func(x sliceWrite) bool { return x.At < cut })) {
 				agreed = true
 				break
 			}
@@ -624,6 +635,43 @@ func compareSliceStates(pred []sliceWrite, predSyncs []transcript.Sync, real []s
 			lineDiff(strings.Join(want, "---\n"), strings.Join(got, "---\n"))))
 	}
 	return diffs, raced
+}
+
+// reorderedStates are the slice states a sync may have started with: the
+// writes before its instant, and as many of its instant's writes as
+// proxysim's proxy had heard, taken as a prefix of each Service's.
+func reorderedStates(pred []sliceWrite, p transcript.Sync) [][]string {
+	var before []sliceWrite
+	bySvc := map[string][]sliceWrite{}
+	heardNow := 0
+	for _, w := range pred {
+		switch {
+		case w.At < p.Start:
+			before = append(before, w)
+		case w.At == p.Start:
+			bySvc[w.Service] = append(bySvc[w.Service], w)
+			if w.Index < p.Heard {
+				heardNow++
+			}
+		}
+	}
+	svcs := slices.Sorted(maps.Keys(bySvc))
+	var out [][]string
+	var pick func(k, left int, taken []sliceWrite)
+	pick = func(k, left int, taken []sliceWrite) {
+		if k == len(svcs) {
+			if left == 0 {
+				all := append(slices.Clone(before), taken...)
+				out = append(out, sliceState(all, func(sliceWrite) bool { return true }))
+			}
+			return
+		}
+		for n := 0; n <= min(left, len(bySvc[svcs[k]])); n++ {
+			pick(k+1, left-n, append(slices.Clone(taken), bySvc[svcs[k]][:n]...))
+		}
+	}
+	pick(0, heardNow, nil)
+	return out
 }
 
 // firstSliceWrite is how long after its workers started upstream's

@@ -1,6 +1,7 @@
 package realcp
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -223,5 +224,42 @@ func TestSliceComparison(t *testing.T) {
 	})
 	if diffs, _ := compareSliceWrites(pred, stamped, tolerance); len(diffs) != 1 || !strings.Contains(diffs[0], "trigger time") {
 		t.Errorf("a trigger time proxysim's controller did not write: %v", diffs)
+	}
+}
+
+// TestSliceStatesInAnotherServiceOrder: upstream's workers write web-all's
+// slice before web's at the same instant: the sync that started between
+// the two writes started with web-all's, proxysim's with web's. Accepted
+// (and logged) as the same instant's writes in another order; the same
+// slice with another endpoint condition is not.
+func TestSliceStatesInAnotherServiceOrder(t *testing.T) {
+	_, tr := loadStory(t, "iptables-terminating-pod-publish-not-ready")
+	m := stamps{origin: time.Date(2026, 11, 28, 12, 0, 7, 0, time.UTC)}
+	pred := predictedSliceWrites(tr, m)
+	if len(pred) != 8 || pred[0].Service != "default/web" || pred[1].Service != "default/web-all" {
+		t.Fatalf("proxysim's controller's writes: %d, first for %s", len(pred), pred[0].Service)
+	}
+	swapped := slices.Clone(pred)
+	for i := 0; i+1 < len(swapped); i += 2 {
+		swapped[i], swapped[i+1] = swapped[i+1], swapped[i]
+		swapped[i].At, swapped[i+1].At = pred[i].At+10*time.Millisecond, pred[i].At+20*time.Millisecond
+	}
+	// Each sync starts 5 ms after the write it follows.
+	var starts []time.Duration
+	for i, s := range tr.Syncs {
+		if i == 0 {
+			starts = append(starts, -100*time.Millisecond)
+			continue
+		}
+		starts = append(starts, swapped[s.Heard-1].At+5*time.Millisecond)
+	}
+	diffs, raced := compareSliceStates(pred, tr.Syncs, swapped, starts, tolerance)
+	if len(diffs) > 0 || len(raced) != 4 || !strings.Contains(raced[0], "another order") {
+		t.Errorf("diffs %v, raced %v; want the four syncs between two writes of an instant accepted", diffs, raced)
+	}
+	wrong := slices.Clone(swapped)
+	wrong[0].Slice = strings.Replace(wrong[0].Slice, "ready: true", "ready: false", 1)
+	if diffs, _ := compareSliceStates(pred, tr.Syncs, wrong, starts, tolerance); len(diffs) == 0 {
+		t.Error("web-all's slice with an endpoint not ready was accepted")
 	}
 }
