@@ -27,6 +27,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/controllers" // the library's controller stories
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
 
@@ -290,6 +291,19 @@ type run struct {
 	wall       time.Duration
 	startup    time.Duration // control plane
 	proxyUp    time.Duration // kube-proxy started to its first sync
+
+	// A controller story's (controller_test.go): upstream's EndpointSlice
+	// controller, the real clock's stamp of virtual 0 in its Pods, and
+	// when kube-proxy was started (trigger times not after it are old
+	// news to kube-proxy).
+	slices     *sliceController
+	stamps     stamps
+	proxyStart time.Time
+	// logTail is the end of kube-proxy's log, for a failure's report.
+	logTail string
+	// sliceJitter is the largest offset between a slice write of
+	// upstream's controller and proxysim's (compareRun).
+	sliceJitter time.Duration
 }
 
 // replayReal runs s against a real control plane and kube-proxy.
@@ -309,19 +323,35 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Services first, as a cluster would have them before their slices.
-	for _, kind := range []string{"Service", "EndpointSlice"} {
-		for _, o := range tr.Initial {
-			if kindOf(o) != kind {
-				continue
-			}
-			// Before kube-proxy starts: their trigger times are old news.
-			if err := apply(ctx, cp.client, "add", o, time.Now()); err != nil {
-				t.Fatalf("create %s: %v", kind, err)
+	set, err := controllerStory(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pw *podWriter
+	if set != nil {
+		// Before kube-proxy starts: the Pods' stamps are old news.
+		pw = &podWriter{client: cp.client, stamps: stamps{origin: time.Now().Add(-time.Hour).Truncate(time.Second)}, last: map[string]runtime.Object{}}
+		if err := createInitial(ctx, cp, tr, cfg, pw); err != nil {
+			t.Fatal(err)
+		}
+		r.slices = newSliceController(t, cp, *set)
+		t.Logf("upstream's EndpointSlice controller: informers synced in %v", r.slices.Synced.Round(time.Millisecond))
+	} else {
+		// Services first, as a cluster would have them before their slices.
+		for _, kind := range []string{"Service", "EndpointSlice"} {
+			for _, o := range tr.Initial {
+				if kindOf(o) != kind {
+					continue
+				}
+				// Before kube-proxy starts: their trigger times are old news.
+				if err := apply(ctx, cp.client, "add", o, time.Now()); err != nil {
+					t.Fatalf("create %s: %v", kind, err)
+				}
 			}
 		}
 	}
 	proxyStart := time.Now()
+	r.proxyStart = proxyStart
 	kp := startKubeProxy(t, cp, dir, binary, cfg)
 	if err := kp.log.waitSyncs(1, 90*time.Second); err != nil {
 		t.Fatalf("kube-proxy's first sync: %v\n%s", err, kp.log.Tail(40))
@@ -333,7 +363,14 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 	}
 	r.proxyUp = kp.log.Syncs()[0].Start.Sub(proxyStart)
 	t.Logf("kube-proxy's first sync %v after it was started", r.proxyUp.Round(time.Millisecond))
-	steps, err := replaySteps(tr)
+	if r.slices != nil {
+		// Virtual 0: proxysim's controller starts with the world, its
+		// first writes come after the proxy's initial sync.
+		r.stamps = stamps{origin: r.t0.Truncate(time.Second)}
+		pw.stamps = r.stamps
+		r.slices.run()
+	}
+	steps, err := replaySteps(tr, r.slices != nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,6 +385,13 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 			r.flushes = append(r.flushes, time.Since(r.t0))
 			continue
 		}
+		if st.Pod != nil {
+			r.writes = append(r.writes, time.Since(r.t0)-st.At)
+			if err := pw.write(ctx, *st.Pod); err != nil {
+				t.Fatalf("%v: %s %s: %v", st.At, st.Pod.Op, st.Pod.Kind, err)
+			}
+			continue
+		}
 		a := st.Action
 		if a.Restart {
 			if err := r.restart(kp, a.At); err != nil {
@@ -358,6 +402,14 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 		if a.Fault != nil {
 			if err := kp.injectFailures(a.Fault.N); err != nil {
 				t.Fatal(err)
+			}
+			continue
+		}
+		if r.slices != nil && a.Write.By == garbageCollector && managedByController(a.Write.Obj) {
+			// No garbage collector runs here: its deletion of the slices
+			// of a Service that is gone is made as it would.
+			if err := deleteServiceSlices(ctx, cp.client, a.Write.Obj); err != nil {
+				t.Fatalf("%v: the garbage collector's delete: %v", a.At, err)
 			}
 			continue
 		}
@@ -392,6 +444,7 @@ func replayReal(t *testing.T, s *scenarios.Scenario, tr *transcript.Transcript, 
 		t.Fatalf("scrape kube-proxy's /metrics: %v", err)
 	}
 	r.syncs = kp.log.Syncs()[:n]
+	r.logTail = kp.log.Tail(80)
 	ensured, err := kp.canaryEnsured()
 	if err != nil {
 		t.Fatal(err)
@@ -505,6 +558,9 @@ func (r *run) since(t time.Time) time.Duration {
 type replayStep struct {
 	At     time.Duration
 	Action *transcript.Action
+	// Pod is a Pod or Node write of a controller story (controller_test.go
+	// podWriter).
+	Pod *transcript.Write
 	// Flush are the tables an iptablesFlush step empties (`iptables -t
 	// TABLE -F; iptables -t TABLE -X` each), in its order.
 	Flush []string
@@ -519,10 +575,35 @@ var flushCommand = regexp.MustCompile(`^iptables -t (\w+) -([FX])$`)
 // unsupported: kube-proxy's code driven through its API objects has no
 // counterpart, but its kernel here has: the operator's commands run in
 // kube-proxy's namespace).
-func replaySteps(tr *transcript.Transcript) ([]replayStep, error) {
+//
+// In a controller story (withController) the slice writes proxysim's
+// controller made are left out (upstream's controller makes its own) and
+// the Pod and Node writes are merged in, in the order they were made.
+func replaySteps(tr *transcript.Transcript, withController bool) ([]replayStep, error) {
 	var out []replayStep
 	for i := range tr.Script {
-		out = append(out, replayStep{At: tr.Script[i].At, Action: &tr.Script[i]})
+		a := &tr.Script[i]
+		if withController && a.Write != nil && a.Write.By == endpointslice.Name {
+			continue
+		}
+		out = append(out, replayStep{At: a.At, Action: a})
+	}
+	if withController {
+		// Merged in the order the writes were made (Seq); a fault or
+		// restart at a Pod write's instant stays after it.
+		var merged []replayStep
+		p := 0
+		for _, st := range out {
+			for p < len(tr.Pods) && (tr.Pods[p].At < st.At || tr.Pods[p].At == st.At && (st.Action.Write == nil || tr.Pods[p].Seq < st.Action.Write.Seq)) {
+				merged = append(merged, replayStep{At: tr.Pods[p].At, Pod: &tr.Pods[p]})
+				p++
+			}
+			merged = append(merged, st)
+		}
+		for ; p < len(tr.Pods); p++ {
+			merged = append(merged, replayStep{At: tr.Pods[p].At, Pod: &tr.Pods[p]})
+		}
+		out = merged
 	}
 	for _, st := range tr.Steps {
 		if st.Op != "iptablesFlush" {
@@ -542,6 +623,19 @@ func replaySteps(tr *transcript.Transcript) ([]replayStep, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out, nil
+}
+
+// garbageCollector is the writer proxysim's world names for the garbage
+// collector's deletes (sim/controllers/endpointslice).
+const garbageCollector = "garbage-collector"
+
+// deleteServiceSlices deletes the EndpointSlice controller's slices of the
+// Service that owned s, as the garbage collector does once the Service is
+// gone (their owner reference).
+func deleteServiceSlices(ctx context.Context, client kubernetes.Interface, obj runtime.Object) error {
+	s := obj.(*discovery.EndpointSlice)
+	sel := discovery.LabelServiceName + "=" + s.Labels[discovery.LabelServiceName] + "," + discovery.LabelManagedBy + "=" + s.Labels[discovery.LabelManagedBy]
+	return client.DiscoveryV1().EndpointSlices(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
 }
 
 // kindOf is "Service" or "EndpointSlice" by the object's Go type.
@@ -581,6 +675,24 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 	}
 	writeRaced := false
 	var pred []transcript.Sync
+	var sliceDiffs, sliceRaced []string
+	if r.slices != nil {
+		// Upstream's controller's slices against proxysim's controller's;
+		// its writes count as the writes near a sync (the race rule
+		// below), as the replay's own do.
+		real := realSliceWrites(r.slices.Events(), r, r.slices.RunAt, r.proxyStart)
+		predicted := predictedSliceWrites(ptr, r.stamps)
+		sliceDiffs, r.sliceJitter = compareSliceWrites(predicted, real, tol)
+		for _, w := range real {
+			r.writeAt = append(r.writeAt, w.At)
+		}
+		var rs []time.Duration
+		for _, g := range r.syncs {
+			rs = append(rs, r.since(g.Start))
+		}
+		d, rc := compareSliceStates(predicted, ptr.Syncs, real, rs, tol)
+		sliceDiffs, sliceRaced = append(sliceDiffs, d...), rc
+	}
 	for _, p := range ptr.Syncs {
 		if p.Start <= r.s.Length()+tolerance { // as the real syncs are counted
 			pred = append(pred, p)
@@ -676,7 +788,7 @@ func compareRun(t *testing.T, r *run, facts clusterFacts, mode string, tol time.
 		skip = append(skip, "kubeproxy_sync_proxy_rules_iptables_last")
 	}
 	diffs = append(diffs, compareMetrics(append(r.metricsBefore[:len(r.metricsBefore):len(r.metricsBefore)], r.metrics), string(ptr.Result.Metrics), localhost, skip...)...)
-	return diffs, raced, jitter
+	return append(diffs, sliceDiffs...), append(raced, sliceRaced...), jitter
 }
 
 // canaryWhy is why proxysim's canary monitor syncs (scenarios/iptablesmode

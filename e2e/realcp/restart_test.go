@@ -71,7 +71,7 @@ func TestRestartStoriesRestart(t *testing.T) {
 		if s.Name != c.scenario {
 			t.Errorf("%s holds scenario %q, the case names %q", c.file, s.Name, c.scenario)
 		}
-		steps, err := replaySteps(mustRecord(t, s))
+		steps, err := replaySteps(mustRecord(t, s), false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -128,7 +128,18 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 		verdict := ""
 		t.Run(strings.ReplaceAll(label, " ", "_"), func(t *testing.T) {
 			verdict = "DIFFERENT"
-			tr, err := transcript.Record(s)
+			set, err := controllerStory(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if set != nil {
+				cfg, err := configOf(s, c.backend)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = withProxyZone(s, cfg.NodeName)
+			}
+			tr, err := transcript.RecordWith(s, transcript.Options{Pods: set != nil})
 			if err != nil {
 				t.Fatalf("proxysim: %v", err)
 			}
@@ -140,7 +151,12 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 			}
 			t.Logf("%s: %v in real time (%v of scenario), control plane up in %v, kube-proxy's first sync %v after its start; largest sync offset %v; writes issued late by at most %v",
 				label, r.wall.Round(time.Second), s.Length(), r.startup.Round(time.Millisecond), r.proxyUp.Round(time.Millisecond), jitter.Round(time.Millisecond), maxDur(r.writes).Round(time.Millisecond))
+			if r.slices != nil {
+				t.Logf("upstream's EndpointSlice controller: %d slice writes, largest offset from proxysim's controller's %v; its first write %v after its workers started",
+					len(realSliceWrites(r.slices.Events(), r, r.slices.RunAt, r.proxyStart)), r.sliceJitter.Round(time.Millisecond), r.firstSliceWrite().Round(time.Millisecond))
+			}
 			if len(diffs) > 0 {
+				t.Logf("kube-proxy's log, its end:\n%s", r.logTail)
 				t.Fatalf("kube-proxy's binary and proxysim differ:\n%s", strings.Join(diffs, "\n"))
 			}
 			// Races vary from run to run: logged, not pinned.

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
@@ -32,6 +33,13 @@ type Write struct {
 	Kind string // Service or EndpointSlice
 	// Obj is the object written (for a delete, the last one seen).
 	Obj runtime.Object
+	// By is the writer as the trace names it (a controller:
+	// "endpointslice-controller", "garbage-collector"), "" for the
+	// scenario's own steps.
+	By string
+	// Seq is the write's place among all the recording's writes
+	// (Writes and Pods together), from 0.
+	Seq int
 }
 
 // Fault is an injected dataplane failure: the next N dataplane writes
@@ -46,6 +54,9 @@ type Sync struct {
 	Start, End time.Duration
 	Why        string // initial, request, timer, retry, ...
 	Err        string
+	// Heard is how many of Transcript.Writes the proxy had been delivered
+	// when the sync started (one instant's writes and syncs interleave).
+	Heard int
 	// Dataplane is the mode's snapshot (iptables-save, nft dump) right
 	// after the sync.
 	Dataplane string
@@ -79,8 +90,13 @@ type Transcript struct {
 	// Script is Writes, Faults and Restarts merged in the order they
 	// happened: the order to replay them in.
 	Script []Action
-	Steps  []Step
-	Syncs  []Sync
+	// Pods are the Pod and Node writes, in order (recorded only by
+	// RecordWith's Options.Pods): what a replay that runs its own
+	// EndpointSlice controller writes, where Writes has the slices
+	// proxysim's controller made of them. They are not in Script.
+	Pods  []Write
+	Steps []Step
+	Syncs []Sync
 	// Unsupported names the steps a replay of kube-proxy's own code cannot
 	// reproduce, with the reason; empty when it can replay them all.
 	Unsupported []string
@@ -115,17 +131,30 @@ var replayable = map[string]bool{
 // otherFaults are faults that touch neither the proxy nor its dataplane.
 var otherFaults = []string{"the next %d ingress-nginx reloads fail"}
 
+// Options say what a recording keeps beyond the proxy's writes.
+type Options struct {
+	// Pods records the Pod and Node writes (Transcript.Pods).
+	Pods bool
+	// Timings keeps no dataplane snapshot (RecordTimings).
+	Timings bool
+}
+
 // Record replays s with proxysim's engine on its fake dataplane and
 // returns the transcript.
-func Record(s *scenarios.Scenario) (*Transcript, error) { return record(s, true) }
+func Record(s *scenarios.Scenario) (t *Transcript, err error) {
+	return RecordWith(s, Options{})
+}
 
 // RecordTimings is Record without the dataplane snapshots (every
 // Sync.Dataplane is empty): for a long story whose thousands of syncs
 // are compared by instant and outcome only, where keeping each sync's
 // ruleset would cost gigabytes.
-func RecordTimings(s *scenarios.Scenario) (*Transcript, error) { return record(s, false) }
+func RecordTimings(s *scenarios.Scenario) (*Transcript, error) {
+	return RecordWith(s, Options{Timings: true})
+}
 
-func record(s *scenarios.Scenario, snapshots bool) (t *Transcript, err error) {
+// RecordWith is Record with options.
+func RecordWith(s *scenarios.Scenario, o Options) (t *Transcript, err error) {
 	// A retold scenario (AsIPTables) may hold a step that only its first
 	// mode has, which drives that mode's dataplane.
 	if err := foreignStep(s); err != nil {
@@ -144,6 +173,10 @@ func record(s *scenarios.Scenario, snapshots bool) (t *Transcript, err error) {
 	}
 	var dp scenarios.Dataplane
 	var snapErr error
+	// heard: how many writes the proxy had been delivered at each sync's
+	// start, counted from its initial sync's.
+	var heard []int
+	toProxy, base := 0, 0
 	opts := scenarios.Options{
 		Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 			d, err := mode.Fake(s, clk)
@@ -152,13 +185,31 @@ func record(s *scenarios.Scenario, snapshots bool) (t *Transcript, err error) {
 		},
 		World: func(w *sim.World) error {
 			t.Cost, t.node = w.Config().Cost, w.Config().NodeName
-			rec := &recorder{t: t, w: w}
+			rec := &recorder{t: t, w: w, pods: o.Pods, by: map[string]string{}}
 			w.Trace.Observe(func(e trace.Event) {
 				at := time.Duration(e.At)
 				switch e.Kind {
+				case trace.Object:
+					// A delivery to the proxy (its deliveries are traced
+					// without its name), of the kinds recorded here.
+					if e.Why == "" && e.Detail == "" && (strings.HasPrefix(e.Object, "Service ") || strings.HasPrefix(e.Object, "EndpointSlice ")) {
+						toProxy++
+					}
+					// A consumer's or named writer's write is traced before
+					// its events are delivered (sim World.afterWrite).
+					if e.Why != "" && e.Err == "" && e.Op != "refused" {
+						rec.by[e.Object] = e.Why
+					}
+				case trace.Start:
+					if e.Why == "initial" {
+						// A proxy's first sync (at its start and each
+						// restart) heard the lists: every write so far.
+						base = toProxy - len(t.Writes)
+					}
+					heard = append(heard, toProxy-base)
 				case trace.End:
 					var snap string
-					if snapshots {
+					if !o.Timings {
 						var err error
 						if snap, err = dp.Snapshot(); err != nil && snapErr == nil {
 							snapErr = err
@@ -192,6 +243,9 @@ func record(s *scenarios.Scenario, snapshots bool) (t *Transcript, err error) {
 	}
 	for i, r := range res.Runs {
 		t.Syncs[i].Start, t.Syncs[i].Why, t.Syncs[i].Err = r.Start, r.Why, r.Err
+	}
+	for i := range min(len(heard), len(t.Syncs)) {
+		t.Syncs[i].Heard = heard[i]
 	}
 	return t, nil
 }
@@ -261,16 +315,40 @@ type recorder struct {
 	t      *Transcript
 	w      *sim.World
 	synced int
+	seq    int
+	// pods: hear Pods and Nodes too (Options.Pods).
+	pods bool
+	// by is the last writer the trace named for each object ("Kind
+	// ns/name"); a step's writes name none.
+	by map[string]string
 }
 
-func (r *recorder) Name() string    { return "transcript" }
-func (r *recorder) Kinds() []string { return []string{"Service", "EndpointSlice"} }
+func (r *recorder) Name() string { return "transcript" }
+func (r *recorder) Kinds() []string {
+	if r.pods {
+		return []string{"Service", "EndpointSlice", "Pod", "Node"}
+	}
+	return []string{"Service", "EndpointSlice"}
+}
 
 func (r *recorder) add(op, kind string, obj runtime.Object) {
-	if r.synced < 2 {
+	if r.synced < len(r.Kinds()) {
 		return // the initial list: Transcript.Initial
 	}
-	w := &Write{At: r.w.Now(), Op: op, Kind: kind, Obj: obj.DeepCopyObject()}
+	w := &Write{At: r.w.Now(), Op: op, Kind: kind, Obj: obj.DeepCopyObject(), Seq: r.seq}
+	r.seq++
+	if m, ok := obj.(metav1.Object); ok {
+		key := kind + " " + m.GetName()
+		if m.GetNamespace() != "" {
+			key = kind + " " + m.GetNamespace() + "/" + m.GetName()
+		}
+		w.By = r.by[key]
+		delete(r.by, key)
+	}
+	if kind == "Pod" || kind == "Node" {
+		r.t.Pods = append(r.t.Pods, *w)
+		return
+	}
 	r.t.Writes = append(r.t.Writes, *w)
 	r.t.Script = append(r.t.Script, Action{At: w.At, Write: w})
 }

@@ -8,11 +8,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/proxysim/proxysim/scenarios"
+	_ "github.com/proxysim/proxysim/scenarios/controllers"
+	_ "github.com/proxysim/proxysim/scenarios/iptablesmode"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 )
 
@@ -135,5 +138,78 @@ func TestRetoldForeignFault(t *testing.T) {
 	_, err = Record(AsIPTables(s))
 	if err == nil || !strings.Contains(err.Error(), `step "fault.dataplaneOps"`) || !strings.Contains(err.Error(), "is the ipvs mode's own") {
 		t.Fatalf("retold: got %v", err)
+	}
+}
+
+// TestRecordPods: with Options.Pods a controller story's Pod writes are
+// kept apart from the proxy's (the label change at 10s), the slice writes
+// name proxysim's controller as their writer, and recording them changes
+// nothing else.
+func TestRecordPods(t *testing.T) {
+	s, err := scenarios.LoadLibrary("iptables-pod-label-change")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Record(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := RecordWith(s, Options{Pods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Pods) != 0 {
+		t.Errorf("Record kept %d Pod writes", len(plain.Pods))
+	}
+	if len(with.Pods) != 1 {
+		t.Fatalf("want the one Pod write (the label change), got %d", len(with.Pods))
+	}
+	p := with.Pods[0]
+	pod, ok := p.Obj.(*v1.Pod)
+	if !ok || p.At != 10*time.Second || p.Op != "update" || p.By != "" || pod.Name != "web-v1-1" || pod.Labels["app"] != "canary" {
+		t.Errorf("Pod write: %v %s by %q %T", p.At, p.Op, p.By, p.Obj)
+	}
+	if len(with.Writes) != len(plain.Writes) || len(with.Script) != len(plain.Script) || len(with.Syncs) != len(plain.Syncs) {
+		t.Fatalf("recording Pods changed the rest: %d/%d writes, %d/%d syncs", len(with.Writes), len(plain.Writes), len(with.Syncs), len(plain.Syncs))
+	}
+	seqs := map[int]bool{p.Seq: true}
+	for i, w := range with.Writes {
+		if w.Kind != "EndpointSlice" || w.By != "endpointslice-controller" {
+			t.Errorf("write %d: %s by %q, want an EndpointSlice by endpointslice-controller", i, w.Kind, w.By)
+		}
+		if w.At != plain.Writes[i].At || w.Op != plain.Writes[i].Op {
+			t.Errorf("write %d: %v %s, without Pods %v %s", i, w.At, w.Op, plain.Writes[i].At, plain.Writes[i].Op)
+		}
+		seqs[w.Seq] = true
+	}
+	if len(seqs) != len(with.Writes)+1 || with.Writes[0].Seq >= p.Seq || with.Writes[1].Seq <= p.Seq {
+		t.Errorf("Seq must order the writes as they happened: slices %d, %d; pod %d", with.Writes[0].Seq, with.Writes[1].Seq, p.Seq)
+	}
+	for i := range with.Syncs {
+		if with.Syncs[i].Start != plain.Syncs[i].Start || with.Syncs[i].Dataplane != plain.Syncs[i].Dataplane || with.Syncs[i].Heard != plain.Syncs[i].Heard {
+			t.Errorf("sync %d differs when Pods are recorded", i)
+		}
+	}
+	// The initial sync at 0 heard no write, the request right after it
+	// the slice written at 0, the one at 11s the update too.
+	for i, want := range []int{0, 1, 2} {
+		if got := with.Syncs[i].Heard; got != want {
+			t.Errorf("sync %d at %v (%s) heard %d writes, want %d", i+1, with.Syncs[i].Start, with.Syncs[i].Why, got, want)
+		}
+	}
+}
+
+// TestSyncsHeard: two slices written at one instant, each followed by its
+// own sync (minSyncPeriod 0): each sync heard the writes before it, not
+// the ones after it at the same instant.
+func TestSyncsHeard(t *testing.T) {
+	tr := record(t, "iptables-terminating-pod-publish-not-ready")
+	if len(tr.Syncs) != 9 || len(tr.Writes) != 8 {
+		t.Fatalf("%d syncs, %d writes; want 9 and 8", len(tr.Syncs), len(tr.Writes))
+	}
+	for i, s := range tr.Syncs {
+		if s.Heard != i {
+			t.Errorf("sync %d at %v heard %d writes, want %d", i+1, s.Start, s.Heard, i)
+		}
 	}
 }

@@ -71,7 +71,7 @@ func nodeHourEnvInt(name string, def int) int {
 // per second (PROXYSIM_BENCH_RATE), iptables and nftables, three ways, and
 // reports each one's CPU time per virtual hour and the ratios:
 // x-materialised is kube-proxy's code over proxysim's materialised node,
-// x-light-node over proxysim's light node (the 101-node cluster's CPU time
+// x-light-node over proxysim's light node (the 1,001-node cluster's CPU time
 // less the 1-node cluster's, per light node). kube-proxy's side runs in a
 // child process (testing/synctest needs a *testing.T; nftables also a user
 // and network namespace) that times only its bubble, and must sync at the
@@ -80,7 +80,7 @@ func BenchmarkNodeHour(b *testing.B) {
 	services := nodeHourEnvInt("PROXYSIM_BENCH_SERVICES", 1000)
 	rate := float64(nodeHourEnvInt("PROXYSIM_BENCH_RATE", 2))
 	length := time.Duration(nodeHourEnvInt("PROXYSIM_BENCH_MINUTES", 60)) * time.Minute
-	const light = 100
+	const light = 1000
 	for _, mode := range []string{"iptables", "nftables"} {
 		b.Run(mode, func(b *testing.B) {
 			one := nodeHourScenario(mode, 1, services, rate, length)
