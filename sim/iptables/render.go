@@ -573,8 +573,10 @@ type portNames struct {
 	key, svc, svl, ext, fw string
 }
 
+// sepKey is an endpoint of a service port, the port by its names (one
+// pointer per port while it is cached: cheaper to hash than its name).
 type sepKey struct {
-	port proxy.ServicePortName
+	port *portNames
 	ip   string
 	num  int32
 }
@@ -602,7 +604,7 @@ func (c *names) port(n proxy.ServicePortName) *portNames {
 }
 
 func (c *names) endpoint(pn *portNames, n proxy.ServicePortName, e *proxy.Endpoint) *sepNames {
-	k := sepKey{n, e.IP, e.Port}
+	k := sepKey{pn, e.IP, e.Port}
 	en := c.seps[k]
 	if en == nil {
 		ep := e.String()

@@ -47,7 +47,55 @@ var chainLine = regexp.MustCompile(`^:([A-Za-z0-9_.-]{1,28}) (\S+) \[\d+:\d+\]$`
 // not the size of the table. The counts are right for every ruleset made
 // by NewRuleset, Apply, ParseSave, Flush and Clone (a chain made elsewhere
 // must have no rule jumping to it).
-func Apply(rs Ruleset, payload string) (Ruleset, error) {
+func Apply(rs Ruleset, payload string) (Ruleset, error) { return ApplyCached(rs, payload, nil) }
+
+// RuleCache remembers parsed rules by their text, for a dataplane that
+// restores much the same rules over and over (a rule is never changed once
+// parsed, so one can sit in any number of chains and rulesets). It keeps
+// what the last restores used: about twice the largest payload's rules.
+type RuleCache struct {
+	cur, old map[string]*Rule
+	largest  int
+}
+
+// parse is ParseRule through the cache.
+func (c *RuleCache) parse(text string) (*Rule, error) {
+	if c == nil {
+		return ParseRule(text)
+	}
+	if r := c.cur[text]; r != nil {
+		return r, nil
+	}
+	r := c.old[text]
+	if r == nil {
+		var err error
+		if r, err = ParseRule(text); err != nil {
+			return nil, err
+		}
+	}
+	if c.cur == nil {
+		c.cur = map[string]*Rule{}
+	}
+	c.cur[text] = r
+	return r, nil
+}
+
+// restored starts a new generation once the cache holds much more than a
+// payload uses.
+func (c *RuleCache) restored(rules int) {
+	if c == nil {
+		return
+	}
+	c.largest = max(c.largest, rules)
+	if len(c.cur) > 2*c.largest+1024 {
+		c.old, c.cur = c.cur, nil
+	}
+}
+
+// ApplyCached is Apply, parsing rules through cache (nil: none).
+func ApplyCached(rs Ruleset, payload string, cache *RuleCache) (Ruleset, error) {
+	rules := 0
+	defer func() { cache.restored(rules) }()
 	out := make(Ruleset, len(rs))
 	for tn, t := range rs {
 		out[tn] = t
@@ -141,7 +189,8 @@ func Apply(rs Ruleset, payload string) (Ruleset, error) {
 			if c == nil {
 				return nil, fail("no chain %s in table %s", name, tname)
 			}
-			r, err := ParseRule(strings.TrimSpace(rest))
+			rules++
+			r, err := cache.parse(strings.TrimSpace(rest))
 			if err != nil {
 				return nil, fail("%v", err)
 			}
