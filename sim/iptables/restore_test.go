@@ -302,3 +302,34 @@ func TestApplyRefusesDeletingAJumpedToChain(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleCacheForgetsWhatRestoresStopUsing: a cache over restores of
+// ever new rules stays near twice the largest payload, and rules it still
+// holds are handed out again rather than parsed anew.
+func TestRuleCacheForgetsWhatRestoresStopUsing(t *testing.T) {
+	var cache RuleCache
+	rs := NewRuleset()
+	for i := range 3000 {
+		var b strings.Builder
+		b.WriteString("*filter\n:KUBE-A - [0:0]\n")
+		for j := range 10 {
+			fmt.Fprintf(&b, "-A KUBE-A -s 10.%d.%d.%d/32 -j ACCEPT\n", i/256, i%256, j)
+		}
+		b.WriteString("COMMIT\n")
+		var err error
+		if rs, err = ApplyCached(rs, b.String(), &cache); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(cache.cur) + len(cache.old); n > 2*(2*10+1024+1) {
+			t.Fatalf("restore %d: the cache holds %d rules", i, n)
+		}
+	}
+	again, err := ApplyCached(rs, "*filter\n-A KUBE-A -s 10.11.183.9/32 -j ACCEPT\nCOMMIT\n", &cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rs["filter"]["KUBE-A"].Rules, again["filter"]["KUBE-A"].Rules
+	if a[9].Text != "-s 10.11.183.9/32 -j ACCEPT" || b[10] != a[9] {
+		t.Fatalf("the last restore's rule was parsed again: %q", b[10].Text)
+	}
+}
