@@ -68,6 +68,9 @@ func (c *RuleCache) parse(text string) (*Rule, error) {
 	}
 	r := c.old[text]
 	if r == nil {
+		// A copy: the payload's text would otherwise stay alive for as
+		// long as any rule parsed from it is cached.
+		text = strings.Clone(text)
 		var err error
 		if r, err = ParseRule(text); err != nil {
 			return nil, err
