@@ -13,6 +13,7 @@ import (
 // iptables-save text in a fixed order, for goldens.
 type IPTables struct {
 	rs       iptables.Ruleset
+	parsed   iptables.RuleCache
 	restores int
 	calls    IPTablesCalls
 }
@@ -77,7 +78,7 @@ func NewIPTables() *IPTables { return &IPTables{rs: iptables.NewRuleset()} }
 
 func (f *IPTables) Restore(payload string) error {
 	f.countRestore(payload)
-	next, err := iptables.Apply(f.rs, payload)
+	next, err := iptables.ApplyCached(f.rs, payload, &f.parsed)
 	if err != nil {
 		return err
 	}

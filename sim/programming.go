@@ -44,9 +44,13 @@ type programming struct {
 	samples []ProgrammingSample
 
 	// Pods, tracked once the world has seen one.
-	pods    map[string]*podChange // by namespace/name
-	view    map[string]int        // ready endpoints per pod in the slices the proxy heard of
-	watched bool
+	pods map[string]*podChange // by namespace/name
+	// open are the pods' changes no sync carries yet, inflight those a
+	// sync carries: what a sync's start and end look at, rather than
+	// every pod.
+	open, inflight map[string]*podChange
+	view           map[string]int // ready endpoints per pod in the slices the proxy heard of
+	watched        bool
 	// measured is every latency measured, each sync's by pod name.
 	measured []time.Duration
 }
@@ -134,9 +138,11 @@ func (w *World) programmingStart(n int) {
 	} else {
 		p.taken, p.pending = p.pending, map[string][]time.Time{}
 	}
-	for k, c := range p.pods {
-		if !c.done && c.carried == 0 && (p.view[k] > 0) == c.ready {
+	for k, c := range p.open {
+		if (p.view[k] > 0) == c.ready {
 			c.carried = n
+			delete(p.open, k)
+			p.inflight[k] = c
 		}
 	}
 }
@@ -159,15 +165,17 @@ func (w *World) programmingEnd(n int, err error) {
 	}
 	p.taken = nil
 	var done []string
-	for k, c := range p.pods {
+	for k, c := range p.inflight {
 		if c.carried != n {
 			continue
 		}
+		delete(p.inflight, k)
 		if err == nil {
 			c.done, c.latency = true, now-c.at
 			done = append(done, k)
 		} else {
 			c.carried = 0
+			p.open[k] = c
 		}
 	}
 	sort.Strings(done)
@@ -195,6 +203,7 @@ func (w *World) programmingPod(cur, obj runtime.Object, deleted bool) {
 	if !p.watched {
 		p.watched = true
 		p.pods = map[string]*podChange{}
+		p.open, p.inflight = map[string]*podChange{}, map[string]*podChange{}
 		p.view = map[string]int{}
 	}
 	ready := !deleted && podServes(pod)
@@ -208,7 +217,10 @@ func (w *World) programmingPod(cur, obj runtime.Object, deleted bool) {
 	if cur == nil && !ready {
 		return // a new pod that is not ready changes nothing
 	}
-	p.pods[pod.Namespace+"/"+pod.Name] = &podChange{at: w.Now(), ready: ready, ip: pod.Status.PodIP}
+	k := pod.Namespace + "/" + pod.Name
+	c := &podChange{at: w.Now(), ready: ready, ip: pod.Status.PodIP}
+	p.pods[k], p.open[k] = c, c
+	delete(p.inflight, k) // the change it replaces is no longer measured
 }
 
 func podServes(p *v1.Pod) bool {

@@ -154,9 +154,7 @@ type payload struct {
 	// large drops the comments of SVC, SVL and SEP rules (kube-proxy's
 	// appendServiceCommentLocked in large-cluster mode).
 	large bool
-	// active are the per-service nat chains this sync keeps.
-	active map[string]bool
-	names  *names
+	names *names
 	// noLocalInternal and noLocalExternal count service ports whose Local
 	// policy finds endpoints elsewhere but none on this node.
 	noLocalInternal, noLocalExternal int
@@ -221,8 +219,9 @@ func render(cfg Config, st *proxy.SyncState, pl plan) rendered {
 		pl.names = newNames()
 	}
 	pl.names.gen++
+	pl.names.used, pl.names.activeUsed = 0, 0
 	defer pl.names.sweep()
-	p := &payload{large: pl.large, active: make(map[string]bool, len(pl.names.seps)+len(pl.names.ports)), names: pl.names}
+	p := &payload{large: pl.large, names: pl.names}
 	// The line buffers of the last sync are reused, as kube-proxy's are.
 	bufs := &pl.names.bufs
 	p.filterChains.b, p.filterRules.b, p.natChains.b, p.natRules.b = bufs[0][:0], bufs[1][:0], bufs[2][:0], bufs[3][:0]
@@ -260,7 +259,7 @@ func render(cfg Config, st *proxy.SyncState, pl plan) rendered {
 	if pl.cleanup {
 		var stale []string
 		for _, c := range pl.existingNAT {
-			if isServiceChain(c) && !p.active[c] {
+			if isServiceChain(c) && !pl.names.kept(c) {
 				stale = append(stale, c)
 			}
 		}
@@ -445,7 +444,7 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 	}
 	if usesExt {
 		natChains.chain(ext)
-		p.active[ext] = true
+		p.names.keep(ext)
 		if !sp.ExternalPolicyLocal {
 			natRules.add("-A", ext, "-m", "comment", "--comment", quote("masquerade traffic for "+name+" external destinations"), "-j", ChainMarkMasq)
 		} else {
@@ -466,7 +465,7 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 		// address, the node reaching the LB IP (source = the LB IP itself)
 		// is let through too.
 		natChains.chain(fw)
-		p.active[fw] = true
+		p.names.keep(fw)
 		lbComment := quote(name + " loadbalancer IP")
 		fromNode := false
 		for _, cidr := range sp.LoadBalancerSourceRanges {
@@ -486,12 +485,12 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 	}
 	if usesCluster {
 		natChains.chain(svc)
-		p.active[svc] = true
+		p.names.keep(svc)
 		writeEndpointRules(p, natRules, pn, n, sp, svc, sel.Cluster)
 	}
 	if usesLocal {
 		natChains.chain(svl)
-		p.active[svl] = true
+		p.names.keep(svl)
 		writeEndpointRules(p, natRules, pn, n, sp, svl, sel.Local)
 	}
 	// The endpoint chains: those of the cluster set, then the local ones
@@ -521,7 +520,7 @@ func renderServicePort(p *payload, cfg Config, st *proxy.SyncState, pl plan, n p
 	for _, e := range reachable {
 		en := p.names.endpoint(pn, n, e)
 		natChains.chain(en.chain)
-		p.active[en.chain] = true
+		p.names.keep(en.chain)
 		natRules.rule(en.chain, comment, "-s", e.IP, "-j", ChainMarkMasq)
 		if sp.SessionAffinityClientIP {
 			natRules.rule(en.chain, comment, "-m", "recent", "--name", en.chain, "--set", "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", en.ep)
@@ -561,11 +560,16 @@ func writeEndpointRules(p *payload, out *lines, pn *portNames, n proxy.ServicePo
 // chain names (a SHA-256 each) and the texts built from them, kept across
 // syncs; and the probability texts, as its precomputedProbabilities.
 type names struct {
-	gen   int
-	ports map[proxy.ServicePortName]*portNames
-	seps  map[sepKey]*sepNames
-	probs []string
-	bufs  [4][]byte
+	gen  int
+	used int // entries the render of gen used so far
+	// active holds the per-service nat chains a render keeps, with the
+	// render's gen; kept says those of this one.
+	active     map[string]int
+	activeUsed int
+	ports      map[proxy.ServicePortName]*portNames
+	seps       map[sepKey]*sepNames
+	probs      []string
+	bufs       [4][]byte
 }
 
 type portNames struct {
@@ -573,10 +577,13 @@ type portNames struct {
 	key, svc, svl, ext, fw string
 }
 
+// sepKey is an endpoint of a service port, both by pointer (cheaper to
+// hash than their text): a port's names are one while they are cached,
+// and an endpoint is never changed once converted (proxy.Endpoint), so
+// the same pointer always has the same address and port.
 type sepKey struct {
-	port proxy.ServicePortName
-	ip   string
-	num  int32
+	port *portNames
+	ep   *proxy.Endpoint
 }
 
 type sepNames struct {
@@ -587,8 +594,19 @@ type sepNames struct {
 }
 
 func newNames() *names {
-	return &names{ports: map[proxy.ServicePortName]*portNames{}, seps: map[sepKey]*sepNames{}}
+	return &names{ports: map[proxy.ServicePortName]*portNames{}, seps: map[sepKey]*sepNames{}, active: map[string]int{}}
 }
+
+// keep notes that this render keeps a per-service nat chain.
+func (c *names) keep(chain string) {
+	if c.active[chain] != c.gen {
+		c.active[chain] = c.gen
+		c.activeUsed++
+	}
+}
+
+// kept reports whether this render keeps the chain.
+func (c *names) kept(chain string) bool { return c.active[chain] == c.gen }
 
 func (c *names) port(n proxy.ServicePortName) *portNames {
 	pn := c.ports[n]
@@ -597,19 +615,25 @@ func (c *names) port(n proxy.ServicePortName) *portNames {
 		pn = &portNames{key: portKey(n), svc: PrefixSVC + h, svl: PrefixSVL + h, ext: PrefixEXT + h, fw: PrefixFW + h}
 		c.ports[n] = pn
 	}
-	pn.gen = c.gen
+	if pn.gen != c.gen {
+		pn.gen = c.gen
+		c.used++
+	}
 	return pn
 }
 
 func (c *names) endpoint(pn *portNames, n proxy.ServicePortName, e *proxy.Endpoint) *sepNames {
-	k := sepKey{n, e.IP, e.Port}
+	k := sepKey{pn, e}
 	en := c.seps[k]
 	if en == nil {
 		ep := e.String()
 		en = &sepNames{ep: ep, chain: PrefixSEP + hash16(pn.key+ep), arrow: quote(n.String() + " -> " + ep)}
 		c.seps[k] = en
 	}
-	en.gen = c.gen
+	if en.gen != c.gen {
+		en.gen = c.gen
+		c.used++
+	}
 	return en
 }
 
@@ -623,18 +647,14 @@ func (c *names) probability(n int) string {
 // sweep forgets what the last render did not use, once the cache holds
 // more than twice that.
 func (c *names) sweep() {
-	used := 0
-	for _, pn := range c.ports {
-		if pn.gen == c.gen {
-			used++
+	if len(c.active) > 2*c.activeUsed+64 {
+		for k, g := range c.active {
+			if g != c.gen {
+				delete(c.active, k)
+			}
 		}
 	}
-	for _, en := range c.seps {
-		if en.gen == c.gen {
-			used++
-		}
-	}
-	if len(c.ports)+len(c.seps) <= 2*used+64 {
+	if len(c.ports)+len(c.seps) <= 2*c.used+64 {
 		return
 	}
 	for k, pn := range c.ports {

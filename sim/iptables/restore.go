@@ -2,7 +2,9 @@ package iptables
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -37,13 +39,90 @@ var chainLine = regexp.MustCompile(`^:([A-Za-z0-9_.-]{1,28}) (\S+) \[\d+:\d+\]$`
 // default): legacy iptables-restore commits table by table instead, which
 // only differs when a later table fails; kube-proxy's payloads fail whole
 // either way in what this package models.
-func Apply(rs Ruleset, payload string) (Ruleset, error) {
-	out := rs.Clone()
+//
+// The copy shares every chain the payload does not touch with rs (chains
+// are never changed once a ruleset holds them), and the jumps are checked
+// from the counts of rules jumping to each chain, kept up to date by the
+// rules the payload adds and flushes: a partial sync costs what it writes,
+// not the size of the table. The counts are right for every ruleset made
+// by NewRuleset, Apply, ParseSave, Flush and Clone (a chain made elsewhere
+// must have no rule jumping to it).
+func Apply(rs Ruleset, payload string) (Ruleset, error) { return ApplyCached(rs, payload, nil) }
+
+// RuleCache remembers parsed rules by their text, for a dataplane that
+// restores much the same rules over and over (a rule is never changed once
+// parsed, so one can sit in any number of chains and rulesets). It keeps
+// what the last restores used: about twice the largest payload's rules.
+type RuleCache struct {
+	cur, old map[string]*Rule
+	largest  int
+}
+
+// parse is ParseRule through the cache.
+func (c *RuleCache) parse(text string) (*Rule, error) {
+	if c == nil {
+		return ParseRule(text)
+	}
+	if r := c.cur[text]; r != nil {
+		return r, nil
+	}
+	r := c.old[text]
+	if r == nil {
+		// A copy: the payload's text would otherwise stay alive for as
+		// long as any rule parsed from it is cached.
+		text = strings.Clone(text)
+		var err error
+		if r, err = ParseRule(text); err != nil {
+			return nil, err
+		}
+	}
+	if c.cur == nil {
+		c.cur = map[string]*Rule{}
+	}
+	c.cur[text] = r
+	return r, nil
+}
+
+// restored starts a new generation once the cache holds much more than a
+// payload uses.
+func (c *RuleCache) restored(rules int) {
+	if c == nil {
+		return
+	}
+	c.largest = max(c.largest, rules)
+	if len(c.cur) > 2*c.largest+1024 {
+		c.old, c.cur = c.cur, nil
+	}
+}
+
+// ApplyCached is Apply, parsing rules through cache (nil: none).
+func ApplyCached(rs Ruleset, payload string, cache *RuleCache) (Ruleset, error) {
+	rules := 0
+	defer func() { cache.restored(rules) }()
+	out := make(Ruleset, len(rs))
+	for tn, t := range rs {
+		out[tn] = t
+	}
+	var copied map[string]bool // tables whose map is out's own
+	owned := map[*Chain]bool{} // chains made by this Apply, free to change
 	var table Table
 	var tname string
-	lines := strings.Split(payload, "\n")
-	for i, line := range lines {
-		n := i + 1
+	// refs is the change, since the table's last commit, in the rules
+	// jumping to each name; a deleted chain's count moves here.
+	refs := map[string]int{}
+	own := func(c *Chain) *Chain {
+		if owned[c] {
+			return c
+		}
+		cp := *c
+		cp.Rules = c.Rules[:len(c.Rules):len(c.Rules)]
+		table[c.Name] = &cp
+		owned[&cp] = true
+		return &cp
+	}
+	for n := 1; payload != ""; n++ {
+		var line string
+		line, payload, _ = strings.Cut(payload, "\n")
 		fail := func(format string, a ...any) error {
 			return &RestoreError{Line: n, Msg: fmt.Sprintf(format, a...)}
 		}
@@ -59,11 +138,22 @@ func Apply(rs Ruleset, payload string) (Ruleset, error) {
 			if table == nil {
 				return nil, fail("table %q is not modelled", tname)
 			}
+			if !copied[tname] {
+				if copied == nil {
+					copied = map[string]bool{}
+				}
+				table = maps.Clone(table)
+				out[tname], copied[tname] = table, true
+			}
+			clear(refs)
 		case table == nil:
 			return nil, fail("%q outside a table", line)
 		case line == "COMMIT":
-			if err := checkJumps(tname, table); err != nil {
-				return nil, fail("%v", err)
+			if !commitJumps(table, refs, own) {
+				// Some jump is wrong: the full check names the first.
+				if err := checkJumps(tname, table); err != nil {
+					return nil, fail("%v", err)
+				}
 			}
 			table, tname = nil, ""
 		case strings.HasPrefix(line, ":"):
@@ -72,11 +162,12 @@ func Apply(rs Ruleset, payload string) (Ruleset, error) {
 				return nil, fail("bad chain line %q", line)
 			}
 			name, policy := m[1], m[2]
-			if c := table[name]; c != nil && c.Builtin() {
+			c := table[name]
+			if c != nil && c.Builtin() {
 				if policy != "ACCEPT" && policy != "DROP" {
 					return nil, fail("bad policy %q for built-in chain %s", policy, name)
 				}
-				c.Policy = policy
+				own(c).Policy = policy
 				continue
 			}
 			if policy != "-" {
@@ -85,21 +176,35 @@ func Apply(rs Ruleset, payload string) (Ruleset, error) {
 			if _, std := standardTargets[name]; std {
 				return nil, fail("chain name %s is a target", name)
 			}
-			table[name] = &Chain{Name: name, Policy: "-"}
+			nc := &Chain{Name: name, Policy: "-"}
+			if c != nil {
+				for _, r := range c.Rules {
+					if jumpsToChain(r) {
+						refs[r.Target]--
+					}
+				}
+				nc.refs = c.refs
+			}
+			table[name], owned[nc] = nc, true
 		case strings.HasPrefix(line, "-A "):
 			name, rest, _ := strings.Cut(line[3:], " ")
 			c := table[name]
 			if c == nil {
 				return nil, fail("no chain %s in table %s", name, tname)
 			}
-			r, err := ParseRule(strings.TrimSpace(rest))
+			rules++
+			r, err := cache.parse(strings.TrimSpace(rest))
 			if err != nil {
 				return nil, fail("%v", err)
 			}
 			if tables, std := standardTargets[r.Target]; std && tables != nil && tables[0] != tname {
 				return nil, fail("target %s is not valid in table %s", r.Target, tname)
 			}
+			c = own(c)
 			c.Rules = append(c.Rules, r)
+			if jumpsToChain(r) {
+				refs[r.Target]++
+			}
 		case strings.HasPrefix(line, "-X "):
 			name := strings.TrimSpace(line[3:])
 			c := table[name]
@@ -110,6 +215,9 @@ func Apply(rs Ruleset, payload string) (Ruleset, error) {
 				return nil, fail("cannot delete built-in chain %s", name)
 			case len(c.Rules) > 0:
 				return nil, fail("chain %s is not empty", name)
+			}
+			if c.refs != 0 {
+				refs[name] += c.refs
 			}
 			delete(table, name)
 		default:
@@ -122,17 +230,51 @@ func Apply(rs Ruleset, payload string) (Ruleset, error) {
 	return out, nil
 }
 
+// jumpsToChain reports whether r's target is a chain (rather than a
+// standard target, or none).
+func jumpsToChain(r *Rule) bool {
+	if r.Target == "" {
+		return false
+	}
+	_, std := standardTargets[r.Target]
+	return !std
+}
+
+// commitJumps folds a section's changes in the rules jumping to each name
+// (changed) into the table's chains and reports whether every jump is
+// still right: nothing jumps to a name that is no chain, or to a built-in
+// chain. The table was right before the section, so only the names whose
+// count changed can be wrong.
+func commitJumps(t Table, changed map[string]int, own func(*Chain) *Chain) bool {
+	ok := true
+	for name, d := range changed {
+		c := t[name]
+		if c == nil {
+			ok = ok && d <= 0
+			continue
+		}
+		if d == 0 {
+			continue
+		}
+		total := c.refs + d
+		if c.Builtin() && total > 0 {
+			ok = false
+		}
+		own(c).refs = total
+	}
+	return ok
+}
+
 // checkJumps refuses a table in which a rule jumps to a chain that does
 // not exist (the kernel refuses it at commit), or a rule has no target
 // and is not a plain counter (kube-proxy's FW chains end with one; it is
-// allowed).
+// allowed). It names the first wrong jump, chains by name and rules in
+// order, so that the same table always gives the same error.
 func checkJumps(tname string, t Table) error {
-	for _, c := range t {
+	for _, name := range slices.Sorted(maps.Keys(t)) {
+		c := t[name]
 		for _, r := range c.Rules {
-			if r.Target == "" {
-				continue
-			}
-			if _, std := standardTargets[r.Target]; std {
+			if !jumpsToChain(r) {
 				continue
 			}
 			target := t[r.Target]

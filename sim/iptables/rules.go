@@ -394,6 +394,9 @@ type Chain struct {
 	Name   string
 	Policy string
 	Rules  []*Rule
+	// refs counts the table's rules that jump to the chain (Apply keeps it,
+	// to check jumps without reading the whole table).
+	refs int
 }
 
 // Builtin reports whether the chain is one of the kernel's hooks.
@@ -441,7 +444,7 @@ func (rs Ruleset) Clone() Ruleset {
 	for tn, t := range rs {
 		out[tn] = Table{}
 		for cn, c := range t {
-			out[tn][cn] = &Chain{Name: c.Name, Policy: c.Policy, Rules: c.Rules[:len(c.Rules):len(c.Rules)]}
+			out[tn][cn] = &Chain{Name: c.Name, Policy: c.Policy, Rules: c.Rules[:len(c.Rules):len(c.Rules)], refs: c.refs}
 		}
 	}
 	return out

@@ -140,6 +140,11 @@ type Proxier struct {
 
 	metrics Metrics
 
+	// portBases caches each service port's chain-name part (a SHA-256:
+	// it never changes for a port), forgotten when it holds more than
+	// twice the ports of a sync.
+	portBases map[proxy.ServicePortName]string
+
 	// work is what the last sync wrote and read, until the world takes it;
 	// workFull whether it was full.
 	work     *sim.NFTablesWork
@@ -241,6 +246,9 @@ func (p *Proxier) Sync(st *proxy.SyncState) (err error) {
 	}
 	active := map[string]bool{}
 	activeAffinity := map[string]bool{}
+	if len(p.portBases) > 2*len(st.Services)+64 {
+		p.portBases = nil
+	}
 	var noLocalInternal, noLocalExternal int
 	for _, n := range st.Services.SortedNames() {
 		skip := !full && !changed[n.NamespacedName.String()]
@@ -469,12 +477,12 @@ func (p *Proxier) syncServicePort(tx *txn, st *proxy.SyncState, n proxy.ServiceP
 		}
 	}
 
-	clusterChain := ServiceChain(PrefixService, n)
+	clusterChain := p.serviceChain(PrefixService, n)
 	usesCluster := len(sel.Cluster) > 0 && sp.UsesClusterEndpoints()
 	if usesCluster {
 		ensureChain(tx, clusterChain, active, skip)
 	}
-	localChain := ServiceChain(PrefixLocal, n)
+	localChain := p.serviceChain(PrefixLocal, n)
 	usesLocal := len(sel.Local) > 0 && sp.UsesLocalEndpoints()
 	if usesLocal {
 		ensureChain(tx, localChain, active, skip)
@@ -490,7 +498,7 @@ func (p *Proxier) syncServicePort(tx *txn, st *proxy.SyncState, n proxy.ServiceP
 		externalPolicyChain = localChain
 		hasExternal = hasExternal && len(sel.Local) > 0
 	}
-	externalChain := ServiceChain(PrefixExternal, n)
+	externalChain := p.serviceChain(PrefixExternal, n)
 	usesExternal := hasEndpoints && sp.ExternallyAccessible()
 	if usesExternal {
 		ensureChain(tx, externalChain, active, skip)
@@ -534,7 +542,7 @@ func (p *Proxier) syncServicePort(tx *txn, st *proxy.SyncState, n proxy.ServiceP
 	// its LoadBalancer IPs a firewall-ips element that sends new
 	// connections there before DNAT. Unlike iptables mode this does not
 	// depend on the port having endpoints.
-	firewallChain := ServiceChain(PrefixFirewall, n)
+	firewallChain := p.serviceChain(PrefixFirewall, n)
 	usesFirewall := len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
 	if usesFirewall {
 		ensureChain(tx, firewallChain, active, skip)
@@ -681,16 +689,33 @@ func (p *Proxier) writeEndpointJumps(tx *txn, n proxy.ServicePortName, chain str
 	tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen random mod", len(eps), "vmap", "{", elems, "}")})
 }
 
+// serviceChain is ServiceChain through the proxier's cache.
+func (p *Proxier) serviceChain(prefix string, n proxy.ServicePortName) string {
+	b, ok := p.portBases[n]
+	if !ok {
+		if p.portBases == nil {
+			p.portBases = map[proxy.ServicePortName]string{}
+		}
+		b = portBase(n)
+		p.portBases[n] = b
+	}
+	return prefix + b
+}
+
 // locallyReachable is kube-proxy's allLocallyReachableEndpoints
 // (proxy.CategorizeEndpoints): the cluster set, then the local endpoints
 // not in it. kube-proxy merges through a Go map when both sets are used,
 // so its order there is random; this one is fixed.
 func locallyReachable(sp *proxy.ServicePort, sel proxy.Selection) []*proxy.Endpoint {
 	var out []*proxy.Endpoint
-	seen := map[string]bool{}
+	type hostPort struct {
+		ip   string
+		port int32
+	}
+	seen := map[hostPort]bool{}
 	add := func(eps []*proxy.Endpoint) {
 		for _, e := range eps {
-			if k := e.String(); !seen[k] {
+			if k := (hostPort{e.IP, e.Port}); !seen[k] {
 				seen[k] = true
 				out = append(out, e)
 			}
