@@ -8,7 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // cluster.churn: the API churn of ClusterLoader2's load test as seeded
@@ -55,7 +54,7 @@ const (
 	procService = "services"
 )
 
-var churnProcesses = []string{procFlap, procRestart, procRollout, procScale, procService}
+var ChurnProcesses = []string{procFlap, procRestart, procRollout, procScale, procService}
 
 // MaxChurnRate bounds cluster.churn.rate: far above the SLO's 20/s, and a
 // run's steps still fit in memory.
@@ -127,8 +126,8 @@ func (c *ChurnSpec) settings(last time.Duration) churnSettings {
 			st.shares[e.key] = e.share
 		}
 	} else {
-		for _, p := range churnProcesses {
-			st.shares[p] = hundredths / len(churnProcesses)
+		for _, p := range ChurnProcesses {
+			st.shares[p] = hundredths / len(ChurnProcesses)
 		}
 	}
 	return st
@@ -171,8 +170,8 @@ func (d *decoder) validateChurn(s *Scenario, last time.Duration) bool {
 	}
 	if c.Processes != nil {
 		for _, e := range c.Processes.entries {
-			if !slices.Contains(churnProcesses, e.key) {
-				d.addAt(e.at, "unknown churn process %q: want %s", e.key, orList(churnProcesses))
+			if !slices.Contains(ChurnProcesses, e.key) {
+				d.addAt(e.at, "unknown churn process %q: want %s", e.key, orList(ChurnProcesses))
 				ok = false
 			}
 		}
@@ -196,7 +195,7 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 	if !d.validateChurn(s, last) {
 		return
 	}
-	steps, changes, skipped := generateChurn(s.Cluster.Churn, last, objects)
+	steps, changes, skipped := GenerateChurn(s.Cluster.Churn, last, objects)
 	if planned := len(changes) + skipped; skipped*20 > planned {
 		// More than 5% left out: the rate would not hold.
 		d.addAt(s.Cluster.Churn.Src.At("rate"), "the generated Deployments cannot take %v changes/s: %d of %d changes found every Deployment busy with another process; lower the rate or the processes' durations, or generate more Services",
@@ -217,7 +216,7 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 
 // generateChurn makes the churn's steps in time order, and every change
 // they make.
-func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, []ChurnChange, int) {
+func GenerateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, []ChurnChange, int) {
 	st := c.settings(last)
 	rng := rand.New(rand.NewPCG(st.seed, 0x636875726e)) // "churn"
 	src := Src{Line: c.Src.Line, Column: c.Src.Column, Path: c.Src.Path}
@@ -262,9 +261,9 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 	// Each process is drawn with a weight that makes its share of the
 	// changes its share of the mix: a rolling update makes 4 changes a
 	// pod (create, Ready, terminating, gone), the others 2.
-	weights := make([]int64, len(churnProcesses))
+	weights := make([]int64, len(ChurnProcesses))
 	var total int64
-	for i, p := range churnProcesses {
+	for i, p := range ChurnProcesses {
 		per := int64(2 * len(deps))
 		if p == procRollout {
 			per = int64(4 * pods)
@@ -308,7 +307,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 		// Which process, then when the next event comes: the mean gap is
 		// this event's changes over the rate, jittered ±50%.
 		x := rng.Int64N(total)
-		p := len(churnProcesses) - 1
+		p := len(ChurnProcesses) - 1
 		for i, w := range weights {
 			if x < w {
 				p = i
@@ -316,7 +315,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			}
 			x -= w
 		}
-		proc := churnProcesses[p]
+		proc := ChurnProcesses[p]
 		n := 2
 		before := len(steps)
 		// Whether the event could end by until: one that cannot is not
@@ -334,8 +333,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				k := rng.IntN(dp.replicas)
 				name := fmt.Sprintf("%s-%d", dp.prefix, k)
 				now := dp.ready[k]
-				step(t, &podReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(!now), Src: src}})
-				step(t+off, &podReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(now), Src: src}})
+				step(t, &PodReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(!now), Src: src}})
+				step(t+off, &PodReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(now), Src: src}})
 				change(t, proc, 1)
 				change(t+off, proc, 1)
 				dp.busyUntil = t + off + time.Second
@@ -352,7 +351,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				to := fmt.Sprintf("%s-v%d", dp.svc.Name, dp.version)
 				zero, one := 0, 1
 				ra, gr := Duration(st.readyAfter), Duration(st.grace)
-				step(t, &rolloutStep{RollingUpdate: &RollingUpdate{Namespace: dp.svc.Namespace, From: dp.prefix, To: to, Replicas: dp.replicas,
+				step(t, &RolloutStep{RollingUpdate: &RollingUpdate{Namespace: dp.svc.Namespace, From: dp.prefix, To: to, Replicas: dp.replicas,
 					MaxSurge: &one, MaxUnavailable: &zero, ReadyAfter: &ra, GracePeriod: &gr, FirstIP: nextIP.String(), Src: src}})
 				for i := range dp.replicas {
 					nextIP = nextIP.Next()
@@ -389,8 +388,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 					pod.Status.PodIP, pod.Status.PodIPs = ip, []v1.PodIP{{IP: ip}}
 					pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}}
 					key := KeyOf("Pod", ns, pod.Name)
-					step(t, &createStep{objects: []Object{{Obj: pod, Kind: "Pod", Key: key, Pos: src.At("")}}})
-					step(t+st.readyAfter, &podReadyStep{PodReady: &PodReady{Namespace: ns, Name: pod.Name, Ready: ptrBool(true), Src: src}})
+					step(t, &CreateStep{Objects: []Object{{Obj: pod, Kind: "Pod", Key: key, Pos: src.At("")}}})
+					step(t+st.readyAfter, &PodReadyStep{PodReady: &PodReady{Namespace: ns, Name: pod.Name, Ready: ptrBool(true), Src: src}})
 					change(t, proc, 1)
 					change(t+st.readyAfter, proc, 1)
 					dp.replicas++
@@ -399,7 +398,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				} else {
 					gr := Duration(st.grace)
 					name := fmt.Sprintf("%s-%d", dp.prefix, dp.replicas-1)
-					step(t, &deleteStep{Delete: &ObjectRef{Kind: "Pod", Namespace: ns, Name: name, GracePeriod: &gr, Src: src}})
+					step(t, &DeleteStep{Delete: &ObjectRef{Kind: "Pod", Namespace: ns, Name: name, GracePeriod: &gr, Src: src}})
 					change(t, proc, 1)
 					change(t+st.grace, proc, 1)
 					dp.replicas--
@@ -411,8 +410,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			fits = t+st.svc <= st.until
 			if dp := pick(t, t+st.svc, free); dp != nil {
 				svc := dp.svc
-				step(t, &deleteStep{Delete: &ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Src: src}})
-				step(t+st.svc, &createStep{objects: []Object{{Obj: svc.DeepCopy(), Kind: "Service", Key: KeyOf("Service", svc.Namespace, svc.Name), Pos: src.At("")}}})
+				step(t, &DeleteStep{Delete: &ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Src: src}})
+				step(t+st.svc, &CreateStep{Objects: []Object{{Obj: svc.DeepCopy(), Kind: "Service", Key: KeyOf("Service", svc.Namespace, svc.Name), Pos: src.At("")}}})
 				change(t, proc, 1)
 				change(t+st.svc, proc, 1)
 				dp.busyUntil = t + st.svc + time.Second
@@ -427,8 +426,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			break
 		}
 	}
-	slices.SortStableFunc(steps, func(a, b Step) int { return cmpDuration(a.At.D(), b.At.D()) })
-	slices.SortStableFunc(changes, func(a, b ChurnChange) int { return cmpDuration(a.At, b.At) })
+	slices.SortStableFunc(steps, func(a, b Step) int { return CmpDuration(a.At.D(), b.At.D()) })
+	slices.SortStableFunc(changes, func(a, b ChurnChange) int { return CmpDuration(a.At, b.At) })
 	return steps, changes, skipped
 }
 
@@ -436,31 +435,15 @@ func ptrBool(b bool) *bool { return &b }
 
 // createStep creates objects the churn made (a Pod scaled up, a Service
 // back): apply's action, without a manifest to decode.
-type createStep struct {
-	objects []Object
+type CreateStep struct {
+	Objects []Object
 }
 
-func (c *createStep) Validate(v *Validator) {
-	for _, o := range c.objects {
+func (c *CreateStep) Validate(v *Validator) {
+	for _, o := range c.Objects {
 		v.known[o.Key] = true
 		v.state[o.Key] = o.Obj
 	}
-}
-
-func (c *createStep) Do(r *Run) error {
-	objs := make([]Object, len(c.objects))
-	now := metav1.NewTime(r.World().Clock.Now().Truncate(time.Second))
-	for i, o := range c.objects {
-		objs[i] = o
-		objs[i].Obj = o.Obj.DeepCopyObject() // the world keeps what it is given
-		if p, ok := objs[i].Obj.(*v1.Pod); ok {
-			// A new pod's Ready condition changes as it is created.
-			for k := range p.Status.Conditions {
-				p.Status.Conditions[k].LastTransitionTime = now
-			}
-		}
-	}
-	return r.apply("apply", objs)
 }
 
 func podIsReady(p *v1.Pod) bool {

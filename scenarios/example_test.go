@@ -6,6 +6,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode" // mode: nftables
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // Replay a bundled scenario and read what happened: what the CLI's replay
@@ -15,7 +16,7 @@ func ExampleReplay() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	if err != nil {
 		panic(err) // the replay could not run (exit 3 in the CLI)
 	}
@@ -48,7 +49,7 @@ timeline:
 	if err != nil {
 		panic(err) // invalid input: every problem at its file:line:column (exit 2 in the CLI)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	if err != nil {
 		panic(err)
 	}

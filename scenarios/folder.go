@@ -57,7 +57,7 @@ func checkLocal(rel string) error {
 
 // read returns the content of rel: a regular file inside the folder (after
 // symlinks), of at most MaxFileBytes.
-func (f folder) read(rel string) ([]byte, error) {
+func (f folder) Read(rel string) ([]byte, error) {
 	if err := checkLocal(rel); err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ var tmpSeq atomic.Int64
 // write replaces rel atomically: a temporary file beside it, then a rename.
 // It writes only a regular file inside the folder (never through a symlink),
 // or creates one there.
-func (f folder) write(rel string, data []byte) error {
+func (f folder) Write(rel string, data []byte) error {
 	if err := checkLocal(rel); err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func modeName(m fs.FileMode) string {
 // readScenarioFile reads a scenario named on the command line, with the same
 // bounds as the files it names.
 func readScenarioFile(file string) ([]byte, error) {
-	return osFolder(filepath.Dir(file)).read(filepath.Base(file))
+	return osFolder(filepath.Dir(file)).Read(filepath.Base(file))
 }
 
 // noFiles is the folder of a scenario parsed from memory: it names no files.

@@ -32,9 +32,9 @@ type Scenario struct {
 	// Warnings are what loading noted without refusing the file: objects
 	// of a dump skipped, settings of proxy.config not modelled.
 	Warnings Problems `yaml:"-"`
-	source   []byte
-	folder   folder        // where the files it names are
-	base     string        // the scenario's own name in folder ("" if parsed from memory)
+	Source   []byte
+	Folder   folder        // where the files it names are
+	Base     string        // the scenario's own name in folder ("" if parsed from memory)
 	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
 	loadOpts LoadOptions   // how it was read, for WithSettings
 	nodes    []ClusterNode // cluster.pools' nodes, the first the proxy's
@@ -211,7 +211,7 @@ func (s *Scenario) Length() time.Duration {
 		}
 		// Load refused every sum that would overflow.
 		for _, a := range st.Actions {
-			if c, ok := a.(*churnStep); ok && c.Churn != nil && st.At != nil {
+			if c, ok := a.(*ChurnStep); ok && c.Churn != nil && st.At != nil {
 				if e, ok := churnEnd(*st.At, c.Churn.Count, c.Churn.Every); ok && e.D() > end {
 					end = e.D()
 				}

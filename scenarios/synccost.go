@@ -112,7 +112,7 @@ func (c *SyncCost) readProfile(d *decoder) (*costprofile.Profile, error) {
 	if !strings.HasSuffix(c.Profile, ".json") {
 		return costprofile.Named(c.Profile)
 	}
-	data, err := d.folder.read(c.Profile)
+	data, err := d.folder.Read(c.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("profile file %s: %w", c.Profile, err)
 	}
@@ -161,19 +161,10 @@ func (v *Validator) generationOf() runner.Generation {
 
 // syncCostStep changes the sync cost from this instant on: a schedule of
 // costs along the timeline (`syncCost: 5s` or any form proxy.syncCost takes).
-type syncCostStep struct {
+type SyncCostStep struct {
 	SyncCost *SyncCost `yaml:"syncCost"`
 }
 
-func init() { RegisterAction(func() Action { return &syncCostStep{} }) }
+func init() { RegisterAction(func() Action { return &SyncCostStep{} }) }
 
-func (*syncCostStep) Validate(*Validator) {}
-
-func (s *syncCostStep) Do(r *Run) error {
-	if s.SyncCost == nil {
-		return nil
-	}
-	r.Step("syncCost", "", "")
-	r.World().SetCost(s.SyncCost.Model())
-	return nil
-}
+func (*SyncCostStep) Validate(*Validator) {}

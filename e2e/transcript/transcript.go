@@ -21,6 +21,7 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -85,7 +86,7 @@ type Transcript struct {
 	// reproduce, with the reason; empty when it can replay them all.
 	Unsupported []string
 	// Result is proxysim's own verdict on the scenario.
-	Result *scenarios.Result
+	Result *replay.Result
 	// Cost is the world's sync cost model for its node, as the replay
 	// started with it (scenario and pool variation): what each runner run
 	// cost (sim.CostModel.RunCost), for a Charge to charge the other side.
@@ -136,7 +137,7 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 	}
 	var dp scenarios.Dataplane
 	var snapErr error
-	opts := scenarios.Options{
+	opts := replay.Options{
 		Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 			d, err := mode.Fake(s, clk)
 			dp = d
@@ -168,7 +169,7 @@ func Record(s *scenarios.Scenario) (t *Transcript, err error) {
 			return w.Subscribe(rec)
 		},
 	}
-	res, err := scenarios.Replay(s, opts)
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
-package scenarios
+package replay
 
 import (
+	"github.com/proxysim/proxysim/scenarios"
+
 	"reflect"
 	"testing"
 
@@ -37,7 +39,7 @@ timeline:
 // slices stop showing a pod change before the node programs it, and show
 // it again later.
 func TestClusterPodLatencyWhenSlicesGoAway(t *testing.T) {
-	s, err := Parse("pod-away.yaml", []byte(podAwayScenario), nil)
+	s, err := scenarios.Parse("pod-away.yaml", []byte(podAwayScenario), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

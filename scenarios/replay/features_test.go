@@ -1,6 +1,8 @@
-package scenarios
+package replay
 
 import (
+	"github.com/proxysim/proxysim/scenarios"
+
 	"bufio"
 	"fmt"
 	"os"
@@ -64,7 +66,7 @@ func TestFailingScenariosFailExactlyWhereDeclared(t *testing.T) {
 
 func replayFile(t *testing.T, file string) *Result {
 	t.Helper()
-	s, err := Load(file)
+	s, err := scenarios.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +123,11 @@ func wantFailures(t *testing.T, file string) []string {
 // it. configSyncPeriod 2m gives one resync of each object at 2m and 4m; 0
 // turns resync off (checked past 15m, the default); unset leaves 15m.
 func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
-	s, err := Load("testdata/features/config-sync-period.yaml")
+	s, err := scenarios.Load("testdata/features/config-sync-period.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resyncs := func(s *Scenario) string {
+	resyncs := func(s *scenarios.Scenario) string {
 		res, err := Replay(s, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -142,8 +144,8 @@ func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
 	if got := resyncs(s); got != want {
 		t.Errorf("configSyncPeriod 2m: resyncs\n got  %s\n want %s", got, want)
 	}
-	s.Proxy.ConfigSyncPeriod = ptr(Duration(0))
-	s.Timeline[0].At = ptr(Duration(16 * time.Minute))
+	s.Proxy.ConfigSyncPeriod = ptr(scenarios.Duration(0))
+	s.Timeline[0].At = ptr(scenarios.Duration(16 * time.Minute))
 	if got := resyncs(s); got != "" {
 		t.Errorf("configSyncPeriod 0: want no resync, got %s", got)
 	}

@@ -1,6 +1,8 @@
-package scenarios
+package replay
 
 import (
+	"github.com/proxysim/proxysim/scenarios"
+
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -79,7 +81,7 @@ func BenchmarkClusterHour(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				start, cpu0 := time.Now(), cpuTime()
-				s, err := Parse("load.yaml", src, nil)
+				s, err := scenarios.Parse("load.yaml", src, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -112,7 +114,7 @@ func BenchmarkClusterNodeMemory(b *testing.B) {
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
 	length := 10 * time.Minute
 	heap := func(n int) uint64 {
-		s, err := Parse("load.yaml", []byte(loadScenario("iptables", n, services, 2, length)), nil)
+		s, err := scenarios.Parse("load.yaml", []byte(loadScenario("iptables", n, services, 2, length)), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
