@@ -54,7 +54,7 @@ const (
 	procService = "services"
 )
 
-var ChurnProcesses = []string{procFlap, procRestart, procRollout, procScale, procService}
+var churnProcesses = []string{procFlap, procRestart, procRollout, procScale, procService}
 
 // MaxChurnRate bounds cluster.churn.rate: far above the SLO's 20/s, and a
 // run's steps still fit in memory.
@@ -126,8 +126,8 @@ func (c *ChurnSpec) settings(last time.Duration) churnSettings {
 			st.shares[e.key] = e.share
 		}
 	} else {
-		for _, p := range ChurnProcesses {
-			st.shares[p] = hundredths / len(ChurnProcesses)
+		for _, p := range churnProcesses {
+			st.shares[p] = hundredths / len(churnProcesses)
 		}
 	}
 	return st
@@ -170,8 +170,8 @@ func (d *decoder) validateChurn(s *Scenario, last time.Duration) bool {
 	}
 	if c.Processes != nil {
 		for _, e := range c.Processes.entries {
-			if !slices.Contains(ChurnProcesses, e.key) {
-				d.addAt(e.at, "unknown churn process %q: want %s", e.key, orList(ChurnProcesses))
+			if !slices.Contains(churnProcesses, e.key) {
+				d.addAt(e.at, "unknown churn process %q: want %s", e.key, orList(churnProcesses))
 				ok = false
 			}
 		}
@@ -195,7 +195,7 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 	if !d.validateChurn(s, last) {
 		return
 	}
-	steps, changes, skipped := GenerateChurn(s.Cluster.Churn, last, objects)
+	steps, changes, skipped := generateChurn(s.Cluster.Churn, last, objects)
 	if planned := len(changes) + skipped; skipped*20 > planned {
 		// More than 5% left out: the rate would not hold.
 		d.addAt(s.Cluster.Churn.Src.At("rate"), "the generated Deployments cannot take %v changes/s: %d of %d changes found every Deployment busy with another process; lower the rate or the processes' durations, or generate more Services",
@@ -216,7 +216,7 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 
 // generateChurn makes the churn's steps in time order, and every change
 // they make.
-func GenerateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, []ChurnChange, int) {
+func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, []ChurnChange, int) {
 	st := c.settings(last)
 	rng := rand.New(rand.NewPCG(st.seed, 0x636875726e)) // "churn"
 	src := Src{Line: c.Src.Line, Column: c.Src.Column, Path: c.Src.Path}
@@ -261,9 +261,9 @@ func GenerateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 	// Each process is drawn with a weight that makes its share of the
 	// changes its share of the mix: a rolling update makes 4 changes a
 	// pod (create, Ready, terminating, gone), the others 2.
-	weights := make([]int64, len(ChurnProcesses))
+	weights := make([]int64, len(churnProcesses))
 	var total int64
-	for i, p := range ChurnProcesses {
+	for i, p := range churnProcesses {
 		per := int64(2 * len(deps))
 		if p == procRollout {
 			per = int64(4 * pods)
@@ -307,7 +307,7 @@ func GenerateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 		// Which process, then when the next event comes: the mean gap is
 		// this event's changes over the rate, jittered ±50%.
 		x := rng.Int64N(total)
-		p := len(ChurnProcesses) - 1
+		p := len(churnProcesses) - 1
 		for i, w := range weights {
 			if x < w {
 				p = i
@@ -315,7 +315,7 @@ func GenerateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			}
 			x -= w
 		}
-		proc := ChurnProcesses[p]
+		proc := churnProcesses[p]
 		n := 2
 		before := len(steps)
 		// Whether the event could end by until: one that cannot is not
@@ -426,14 +426,14 @@ func GenerateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			break
 		}
 	}
-	slices.SortStableFunc(steps, func(a, b Step) int { return CmpDuration(a.At.D(), b.At.D()) })
-	slices.SortStableFunc(changes, func(a, b ChurnChange) int { return CmpDuration(a.At, b.At) })
+	slices.SortStableFunc(steps, func(a, b Step) int { return cmpDuration(a.At.D(), b.At.D()) })
+	slices.SortStableFunc(changes, func(a, b ChurnChange) int { return cmpDuration(a.At, b.At) })
 	return steps, changes, skipped
 }
 
 func ptrBool(b bool) *bool { return &b }
 
-// createStep creates objects the churn made (a Pod scaled up, a Service
+// CreateStep creates objects the churn made (a Pod scaled up, a Service
 // back): apply's action, without a manifest to decode.
 type CreateStep struct {
 	Objects []Object
@@ -453,4 +453,14 @@ func podIsReady(p *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+func cmpDuration(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxysim/proxysim/scenarios/internal/sample"
 )
@@ -74,5 +75,37 @@ func TestChurnRefusesBadInput(t *testing.T) {
 	noPods = strings.Replace(noPods, "controllers:\n  endpointSlice: {batchPeriod: 1s}\n", "", 1)
 	if _, err := Parse("churn.yaml", []byte(noPods), nil); err == nil || !strings.Contains(err.Error(), "churn acts on generated Pods") {
 		t.Errorf("churn without generated pods: %v", err)
+	}
+}
+
+// The generated changes are shared among the processes (a fifth each by
+// default), and one process alone makes only its own steps.
+func TestChurnProcessesShareTheChanges(t *testing.T) {
+	s, err := Parse("churn.yaml", []byte(sample.ChurnScenario(3, sample.ChurnDefault)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, changes, skipped := generateChurn(s.Cluster.Churn, 5*time.Minute, s.Initial)
+	count := map[string]int{}
+	for _, c := range changes {
+		count[c.Process]++
+	}
+	for _, p := range churnProcesses {
+		// Each is a fifth of the changes by default.
+		if share := float64(count[p]) / float64(len(changes)); share < 0.12 || share > 0.28 {
+			t.Errorf("%s: %.0f%% of the changes, want 20%% (%v, %d skipped)", p, share*100, count, skipped)
+		}
+	}
+	// One process alone makes only its own steps.
+	s, err = Parse("churn.yaml", []byte(sample.ChurnScenario(3, "    rate: 2\n    processes: {services: 100%}\n")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range s.Timeline {
+		for _, a := range st.Actions {
+			if _, ok := a.(*PodReadyStep); ok {
+				t.Fatal("services alone made a podReady step")
+			}
+		}
 	}
 }

@@ -49,7 +49,7 @@ var scenarioFeatures = []string{
 func featuresOf(s *Scenario) map[string]bool {
 	used := map[string]bool{}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(s.Source, &doc); err != nil || len(doc.Content) == 0 {
+	if err := yaml.Unmarshal(s.source, &doc); err != nil || len(doc.Content) == 0 {
 		return used
 	}
 	get := func(n *yaml.Node, key string) *yaml.Node {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// latencyExpect bounds how long an object's latest change took to reach
+// LatencyExpectation bounds how long an object's latest change took to reach
 // the dataplane.
 type LatencyExpectation struct {
 	Latency *LatencyExpect `yaml:"latency"`

@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -15,7 +14,7 @@ import (
 
 func init() { RegisterExpectation(func() Expectation { return &MetricsExpectation{} }) }
 
-// metricsExpect checks kube-proxy's metrics (sim/kpmetrics) as a scrape at
+// MetricsExpectation checks kube-proxy's metrics (sim/kpmetrics) as a scrape at
 // this virtual instant would show them:
 //
 //	metrics:
@@ -70,7 +69,7 @@ func (n *Number) decodeNode(y *yaml.Node) error {
 var selectorRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?$`)
 var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"]*)"\s*$`)
 
-// parseSelector splits `name{a="x",b="y"}`.
+// ParseSelector splits `name{a="x",b="y"}`.
 func ParseSelector(s string) (string, map[string]string, error) {
 	m := selectorRE.FindStringSubmatch(s)
 	if m == nil {
@@ -178,43 +177,4 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// histogram is one or more series' buckets added up.
-type Histogram struct {
-	Bounds []float64 // upper bounds, +Inf last
-	Cum    []float64 // cumulative counts
-	Count  uint64
-	Sum    float64
-}
-
-// quantile is PromQL's histogram_quantile over classic buckets
-// (prometheus/promql/quantile.go bucketQuantile): NaN without samples; the
-// bucket holding rank q*count found by cumulative count; a rank in the
-// +Inf bucket gives the highest finite bound; a first bucket with a bound
-// <= 0 gives that bound; otherwise linear interpolation inside the bucket,
-// from 0 for the first one.
-func (h Histogram) Quantile(q float64) float64 {
-	if h.Count == 0 || len(h.Bounds) < 2 {
-		return math.NaN()
-	}
-	total := h.Cum[len(h.Cum)-1]
-	rank := q * total
-	b := sort.Search(len(h.Cum)-1, func(i int) bool { return h.Cum[i] >= rank })
-	if b == len(h.Bounds)-1 {
-		return h.Bounds[len(h.Bounds)-2]
-	}
-	if b == 0 && h.Bounds[0] <= 0 {
-		return h.Bounds[0]
-	}
-	start, below := 0.0, 0.0
-	if b > 0 {
-		start, below = h.Bounds[b-1], h.Cum[b-1]
-	}
-	end := h.Bounds[b]
-	in := h.Cum[b] - below
-	if in == 0 {
-		return end
-	}
-	return start + (end-start)*(rank-below)/in
 }

@@ -16,7 +16,7 @@ type NextRunExpect struct {
 	Src  Src
 }
 
-// nextRunExpect is `nextRun: {at: D, reason: R}` or `nextRun: {none: true}`.
+// NextRunExpectation is `nextRun: {at: D, reason: R}` or `nextRun: {none: true}`.
 type NextRunExpectation struct {
 	NextRun *NextRunExpect `yaml:"nextRun"`
 }

@@ -1,6 +1,6 @@
 package scenarios
 
-// opsExpect counts dataplane write operations, as the trace records them
+// OpsExpectation counts dataplane write operations, as the trace records them
 // whatever the mode, the proxier's startup writes included.
 type OpsExpectation struct {
 	DataplaneOps *CountExpect `yaml:"dataplaneOps"`

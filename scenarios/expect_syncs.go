@@ -1,6 +1,6 @@
 package scenarios
 
-// syncsExpect counts sync runs and pins when they started.
+// SyncsExpectation counts sync runs and pins when they started.
 type SyncsExpectation struct {
 	Syncs *SyncExpect `yaml:"syncs"`
 }

@@ -57,7 +57,7 @@ func checkLocal(rel string) error {
 
 // read returns the content of rel: a regular file inside the folder (after
 // symlinks), of at most MaxFileBytes.
-func (f folder) Read(rel string) ([]byte, error) {
+func (f folder) read(rel string) ([]byte, error) {
 	if err := checkLocal(rel); err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ var tmpSeq atomic.Int64
 // write replaces rel atomically: a temporary file beside it, then a rename.
 // It writes only a regular file inside the folder (never through a symlink),
 // or creates one there.
-func (f folder) Write(rel string, data []byte) error {
+func (f folder) write(rel string, data []byte) error {
 	if err := checkLocal(rel); err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func modeName(m fs.FileMode) string {
 // readScenarioFile reads a scenario named on the command line, with the same
 // bounds as the files it names.
 func readScenarioFile(file string) ([]byte, error) {
-	return osFolder(filepath.Dir(file)).Read(filepath.Base(file))
+	return osFolder(filepath.Dir(file)).read(filepath.Base(file))
 }
 
 // noFiles is the folder of a scenario parsed from memory: it names no files.
@@ -248,3 +248,18 @@ type noFiles struct{}
 func (noFiles) Open(name string) (fs.File, error) {
 	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 }
+
+// ReadFile reads rel, a file the scenario names (a golden file), from the
+// scenario's folder.
+func (s *Scenario) ReadFile(rel string) ([]byte, error) { return s.folder.read(rel) }
+
+// WriteFile replaces rel in the scenario's folder atomically (--update's
+// golden files and, as OwnFile, the scenario itself).
+func (s *Scenario) WriteFile(rel string, data []byte) error { return s.folder.write(rel, data) }
+
+// OwnFile is the scenario's own name in its folder; "" for a scenario
+// parsed from memory, which cannot be rewritten.
+func (s *Scenario) OwnFile() string { return s.base }
+
+// Source is the scenario file as it was read.
+func (s *Scenario) Source() []byte { return s.source }

@@ -21,7 +21,7 @@ func (g Golden) Validate(v *Validator) {
 		v.Errorf(g.Src.At(g.FileKey), "give %s or %s, not both", g.Key, g.FileKey)
 	}
 	if g.File != "" {
-		if err := v.s.Folder.check(g.File); err != nil {
+		if err := v.s.folder.check(g.File); err != nil {
 			v.Errorf(g.Src.At(g.FileKey), "%v", err)
 		}
 	}

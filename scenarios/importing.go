@@ -16,7 +16,7 @@ import (
 func ConfigMode(file, dir, rel string, strict bool) (string, error) {
 	d := &decoder{file: file, strict: strict}
 	ref := &yaml.Node{Kind: yaml.ScalarNode, Value: rel, Line: 1, Column: 1}
-	c := readKubeProxyConfig(d, &Scenario{File: file, Folder: osFolder(dir)}, nil, ref)
+	c := readKubeProxyConfig(d, &Scenario{File: file, folder: osFolder(dir)}, nil, ref)
 	if len(d.problems) > 0 || c == nil {
 		return "", d.problems
 	}

@@ -153,7 +153,7 @@ func readKubeProxyConfig(d *decoder, s *Scenario, proxy, ref *yaml.Node) *KubePr
 		d.add(ref, "proxy.config", "want the path of a kube-proxy configuration file, relative to the scenario")
 		return nil
 	}
-	data, err := s.Folder.Read(ref.Value)
+	data, err := s.folder.read(ref.Value)
 	if err != nil {
 		d.add(ref, "proxy.config", "%v", err)
 		return nil

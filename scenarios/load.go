@@ -49,7 +49,7 @@ func LoadWith(file string, o LoadOptions) (*Scenario, error) {
 		dir, base = filepath.Dir(real), filepath.Base(real)
 	}
 	f := osFolder(dir)
-	data, err := f.Read(base)
+	data, err := f.read(base)
 	if err != nil {
 		return nil, Problems{{File: file, Msg: "cannot read the scenario: " + err.Error()}}
 	}
@@ -59,7 +59,7 @@ func LoadWith(file string, o LoadOptions) (*Scenario, error) {
 // LoadFS reads a scenario from a file system (the embedded library).
 func LoadFS(fsys fs.FS, name string) (*Scenario, error) {
 	f := fsFolder(fsys, path.Dir(name))
-	data, err := f.Read(path.Base(name))
+	data, err := f.read(path.Base(name))
 	if err != nil {
 		return nil, Problems{{File: name, Msg: "cannot read the scenario: " + err.Error()}}
 	}
@@ -100,7 +100,7 @@ func parseCut(file string, data []byte, dir folder, base string, cut bool, o Loa
 	if p := secondDocument(dec, file); p != nil {
 		d.problems = append(d.problems, *p)
 	}
-	s := &Scenario{File: file, Dir: filepath.Dir(file), Source: data, Folder: dir, Base: base, inline: inline, loadOpts: o}
+	s := &Scenario{File: file, Dir: filepath.Dir(file), source: data, folder: dir, base: base, inline: inline, loadOpts: o}
 	d.mode, _ = modeOf(&doc)
 	d.folder = dir
 	if proxy := valueNode(&doc, "proxy"); proxy != nil {
@@ -357,7 +357,7 @@ func (d *decoder) objectsOf(s *Scenario, n *yaml.Node, p string) []Object {
 	}
 	if n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Value == "file" {
 		rel := n.Content[1].Value
-		data, err := s.Folder.Read(rel)
+		data, err := s.folder.read(rel)
 		if err != nil {
 			d.add(n.Content[1], join(p, "file"), "%v", err)
 			return nil

@@ -39,7 +39,7 @@ func KeyOf(kind, namespace, name string) string {
 // clusterScoped are the kinds without a namespace.
 var clusterScoped = map[string]bool{"Node": true, "IngressClass": true}
 
-// namespaceOf is the namespace an object of kind named with namespace lives
+// NamespaceOf is the namespace an object of kind named with namespace lives
 // in: "default" when none is given, none for a cluster-scoped kind.
 func NamespaceOf(kind, namespace string) string {
 	switch {
@@ -104,7 +104,7 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 	return o, len(errs) == 0
 }
 
-// defaultAndValidate applies the API server's defaults to a decoded object
+// DefaultAndValidate applies the API server's defaults to a decoded object
 // and checks it by its rules; it returns the object's scenario key.
 func DefaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, supported bool) {
 	switch t := obj.(type) {

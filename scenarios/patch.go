@@ -20,7 +20,7 @@ type patchError struct {
 
 func (e *patchError) Error() string { return e.Msg }
 
-// mergePatch applies a strategic merge patch, written as YAML, to cur and
+// MergePatch applies a strategic merge patch, written as YAML, to cur and
 // decodes the result strictly: an unknown or mistyped field is an error, as
 // the API server's strict field validation makes it.
 func MergePatch(cur runtime.Object, patch *yaml.Node) (runtime.Object, error) {
@@ -66,7 +66,7 @@ func MergePatch(cur runtime.Object, patch *yaml.Node) (runtime.Object, error) {
 	return obj, nil
 }
 
-// patchEndpoint sets one endpoint's conditions; it reports whether the slice
+// PatchEndpoint sets one endpoint's conditions; it reports whether the slice
 // has that endpoint.
 func PatchEndpoint(s *discovery.EndpointSlice, ip string, c *Conditions) bool {
 	found := false

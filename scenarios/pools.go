@@ -118,7 +118,7 @@ func (s *Scenario) NodeScenario(name string) (*Scenario, error) {
 	return nil, fmt.Errorf("%s: no node %q in cluster.pools", s.File, name)
 }
 
-// uniform is a seeded draw in [0, 1) for node i's variation of one kind.
+// Uniform is a seeded draw in [0, 1) for node i's variation of one kind.
 func Uniform(seed uint64, i, kind int) float64 {
 	return float64(mix64(seed^mix64(uint64(i)*8+uint64(kind)))>>11) / (1 << 53)
 }

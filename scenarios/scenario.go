@@ -32,9 +32,9 @@ type Scenario struct {
 	// Warnings are what loading noted without refusing the file: objects
 	// of a dump skipped, settings of proxy.config not modelled.
 	Warnings Problems `yaml:"-"`
-	Source   []byte
-	Folder   folder        // where the files it names are
-	Base     string        // the scenario's own name in folder ("" if parsed from memory)
+	source   []byte
+	folder   folder        // where the files it names are
+	base     string        // the scenario's own name in folder ("" if parsed from memory)
 	inline   inlineObjects // objects cut out of a large file, decoded like a manifest file
 	loadOpts LoadOptions   // how it was read, for WithSettings
 	nodes    []ClusterNode // cluster.pools' nodes, the first the proxy's

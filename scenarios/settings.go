@@ -65,7 +65,7 @@ func (e *SettingError) Error() string { return e.Names("") + ": " + e.Reason() }
 // in a way that makes syncPeriod too short).
 func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
 	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(s.Source)).Decode(&doc); err != nil {
+	if err := yaml.NewDecoder(bytes.NewReader(s.source)).Decode(&doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.File, err) // it loaded once: not expected
 	}
 	for _, st := range sets {
@@ -79,7 +79,7 @@ func (s *Scenario) WithSettings(sets []Setting) (*Scenario, error) {
 	if err := enc.Encode(&doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.File, err)
 	}
-	out, err := parse(s.File, buf.Bytes(), s.Folder, "", s.loadOpts)
+	out, err := parse(s.File, buf.Bytes(), s.folder, "", s.loadOpts)
 	if err == nil {
 		return out, nil
 	}
@@ -245,6 +245,6 @@ func orTop(where string) string {
 // read, in hex. Two replays of equal digests replay the same story (the
 // files it names aside).
 func (s *Scenario) Digest() string {
-	sum := sha256.Sum256(s.Source)
+	sum := sha256.Sum256(s.source)
 	return hex.EncodeToString(sum[:])
 }

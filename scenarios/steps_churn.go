@@ -8,7 +8,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 )
 
-// churnStep flips one endpoint's ready condition, again and again.
+// ChurnStep flips one endpoint's ready condition, again and again.
 type ChurnStep struct {
 	Churn *Churn `yaml:"churn"`
 }

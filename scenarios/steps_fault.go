@@ -1,6 +1,6 @@
 package scenarios
 
-// faultStep injects failures: the mode's own (dataplane operations that
+// FaultStep injects failures: the mode's own (dataplane operations that
 // fail, say) and a broken watch.
 type FaultStep struct {
 	Fault *Fault `yaml:"fault"`

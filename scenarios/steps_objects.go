@@ -7,7 +7,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 )
 
-// applyStep creates or updates objects: `apply: MANIFEST` or a list.
+// ApplyStep creates or updates objects: `apply: MANIFEST` or a list.
 type ApplyStep struct {
 	Apply   yaml.Node `yaml:"apply"`
 	Src     Src
@@ -18,7 +18,7 @@ func (a *ApplyStep) Validate(v *Validator) {
 	a.Objects = v.objects(&a.Apply, a.Src.At("apply").Path, false)
 }
 
-// updateStep updates objects that must exist: `update: MANIFEST`.
+// UpdateStep updates objects that must exist: `update: MANIFEST`.
 type UpdateStep struct {
 	Update  yaml.Node `yaml:"update"`
 	Src     Src
@@ -44,7 +44,7 @@ func (v *Validator) objects(n *yaml.Node, path string, update bool) []Object {
 	return out
 }
 
-// patchStep changes part of an existing object.
+// PatchStep changes part of an existing object.
 type PatchStep struct {
 	Patch *Patch `yaml:"patch"`
 	Src   Src
@@ -79,7 +79,7 @@ func (ps *PatchStep) Validate(v *Validator) {
 	}
 }
 
-// deleteStep deletes an object.
+// DeleteStep deletes an object.
 type DeleteStep struct {
 	Delete *ObjectRef `yaml:"delete"`
 }

@@ -13,7 +13,7 @@ type PodReady struct {
 	Src       Src
 }
 
-// podReadyStep: `podReady: {name: web-0, ready: false}`. The condition's
+// PodReadyStep: `podReady: {name: web-0, ready: false}`. The condition's
 // lastTransitionTime moves only when its status changes, as kubelet's
 // status manager does.
 type PodReadyStep struct {

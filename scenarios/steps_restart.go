@@ -1,6 +1,6 @@
 package scenarios
 
-// restartStep restarts the proxy: the API server and the dataplane keep
+// RestartStep restarts the proxy: the API server and the dataplane keep
 // their state.
 type RestartStep struct {
 	Restart bool `yaml:"restart"`

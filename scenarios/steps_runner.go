@@ -15,7 +15,7 @@ func init() {
 	RegisterFault(func() Action { return &SyncsFault{} })
 }
 
-// runStep asks the runner for a run: `run: true`.
+// RunStep asks the runner for a run: `run: true`.
 type RunStep struct {
 	Run *bool `yaml:"run"`
 	Src Src
@@ -36,7 +36,7 @@ func (s *RunStep) checkRunning(v *Validator, given bool, key string) {
 	}
 }
 
-// retryAfterStep calls RetryAfter(D): `retryAfter: 5s`. Only the burst
+// RetryAfterStep calls RetryAfter(D): `retryAfter: 5s`. Only the burst
 // generation (kube-proxy up to v1.33) has it.
 type RetryAfterStep struct {
 	RetryAfter *Duration `yaml:"retryAfter"`
@@ -55,7 +55,7 @@ func (s *RetryAfterStep) Validate(v *Validator) {
 	}
 }
 
-// stopStep stops the runner's loop: `stop: true`. A later restart builds a
+// StopStep stops the runner's loop: `stop: true`. A later restart builds a
 // new proxy with a running runner.
 type StopStep struct {
 	Stop *bool `yaml:"stop"`
@@ -81,7 +81,7 @@ func (s *StopStep) Validate(v *Validator) {
 	*v.Scratch(stoppedKey{}, func() any { return new(bool) }).(*bool) = true
 }
 
-// syncsFault fails the next N runner runs, then lets them succeed again:
+// SyncsFault fails the next N runner runs, then lets them succeed again:
 // `fault: {syncs: N}`. A failed run programs nothing; the runner's retry
 // rules apply.
 type SyncsFault struct {

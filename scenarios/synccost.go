@@ -112,7 +112,7 @@ func (c *SyncCost) readProfile(d *decoder) (*costprofile.Profile, error) {
 	if !strings.HasSuffix(c.Profile, ".json") {
 		return costprofile.Named(c.Profile)
 	}
-	data, err := d.folder.Read(c.Profile)
+	data, err := d.folder.read(c.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("profile file %s: %w", c.Profile, err)
 	}
@@ -159,7 +159,7 @@ func (v *Validator) generationOf() runner.Generation {
 	return g
 }
 
-// syncCostStep changes the sync cost from this instant on: a schedule of
+// SyncCostStep changes the sync cost from this instant on: a schedule of
 // costs along the timeline (`syncCost: 5s` or any form proxy.syncCost takes).
 type SyncCostStep struct {
 	SyncCost *SyncCost `yaml:"syncCost"`

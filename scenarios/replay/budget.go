@@ -1,13 +1,12 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"fmt"
 	"runtime/metrics"
 	"strings"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
 )

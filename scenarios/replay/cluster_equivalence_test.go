@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -12,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/sli"
 	"github.com/proxysim/proxysim/sim/trace"

@@ -1,11 +1,10 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"reflect"
 	"testing"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 )
 

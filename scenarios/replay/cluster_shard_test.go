@@ -1,13 +1,13 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
 )
 
 // shardScenario is a 7-node cluster in two pools (one materialised), with

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,10 @@ import (
 	"github.com/proxysim/proxysim/sim/sli"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
+
+// A cluster of pools replays in one world: the first node is the world's
+// own proxy (what every other expectation and step talks to), the others
+// are sim.Nodes hearing the same events. See docs/cluster.md.
 
 // ClusterResult is what every node of cluster.pools did.
 type ClusterResult struct {
@@ -217,7 +222,7 @@ func reportCluster(w io.Writer, c *ClusterResult) {
 	if len(shown) > 10 {
 		// The ten slowest by worst sample.
 		shown = slices.Clone(shown)
-		slices.SortStableFunc(shown, func(a, b NodeResult) int { return scenarios.CmpDuration(b.Worst, a.Worst) })
+		slices.SortStableFunc(shown, func(a, b NodeResult) int { return cmp.Compare(b.Worst, a.Worst) })
 		shown = shown[:10]
 		fmt.Fprintf(w, "  the 10 nodes with the worst samples:\n")
 	}

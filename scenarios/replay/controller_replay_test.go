@@ -1,13 +1,13 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"bytes"
 	"fmt"
 	"runtime"
 	"sort"
 	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
 )
 
 // Replays with controllers are byte-identical whatever the scheduler does
@@ -34,7 +34,7 @@ func TestControllerReplaysAreByteIdentical(t *testing.T) {
 			files = append(files, s)
 		}
 	}
-	if s, err := scenarios.Load("testdata/features/controllers.yaml"); err == nil {
+	if s, err := scenarios.Load("../testdata/features/controllers.yaml"); err == nil {
 		files = append(files, s)
 	} else {
 		t.Fatal(err)

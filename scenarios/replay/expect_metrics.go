@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 
 	dto "github.com/prometheus/client_model/go"
@@ -68,14 +69,14 @@ func checkMetricsExpectation(e *scenarios.MetricsExpectation, r *Run) {
 			continue
 		}
 		h := mergeHistograms(series)
-		if c.Count != nil && h.Count != uint64(*c.Count) {
-			r.Fail(c.Src.At("count"), what+".count", fmt.Sprint(*c.Count), fmt.Sprint(h.Count))
+		if c.Count != nil && h.count != uint64(*c.Count) {
+			r.Fail(c.Src.At("count"), what+".count", fmt.Sprint(*c.Count), fmt.Sprint(h.count))
 		}
-		if c.Sum != nil && !closeTo(h.Sum, float64(*c.Sum)) {
-			r.Fail(c.Src.At("sum"), what+".sum", num(float64(*c.Sum)), num(h.Sum))
+		if c.Sum != nil && !closeTo(h.sum, float64(*c.Sum)) {
+			r.Fail(c.Src.At("sum"), what+".sum", num(float64(*c.Sum)), num(h.sum))
 		}
 		if q := c.Quantile; q != nil && q.Q != nil {
-			v := h.Quantile(float64(*q.Q))
+			v := h.quantile(float64(*q.Q))
 			got := num(v)
 			qs := fmt.Sprintf("%s.quantile(%s)", what, num(float64(*q.Q)))
 			if q.Value != nil && !closeTo(v, float64(*q.Value)) {
@@ -113,28 +114,67 @@ func closeTo(a, b float64) bool {
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-func mergeHistograms(series []*dto.Metric) scenarios.Histogram {
-	var h scenarios.Histogram
+func mergeHistograms(series []*dto.Metric) histogram {
+	var h histogram
 	for _, m := range series {
 		hm := m.GetHistogram()
 		if hm == nil {
 			continue
 		}
-		if h.Bounds == nil {
+		if h.bounds == nil {
 			for _, b := range hm.GetBucket() {
-				h.Bounds = append(h.Bounds, b.GetUpperBound())
+				h.bounds = append(h.bounds, b.GetUpperBound())
 			}
-			h.Cum = make([]float64, len(h.Bounds))
+			h.cum = make([]float64, len(h.bounds))
 		}
 		for i, b := range hm.GetBucket() {
-			h.Cum[i] += float64(b.GetCumulativeCount())
+			h.cum[i] += float64(b.GetCumulativeCount())
 		}
-		h.Count += hm.GetSampleCount()
-		h.Sum += hm.GetSampleSum()
+		h.count += hm.GetSampleCount()
+		h.sum += hm.GetSampleSum()
 	}
-	if h.Bounds != nil && !math.IsInf(h.Bounds[len(h.Bounds)-1], 1) {
-		h.Bounds = append(h.Bounds, math.Inf(1))
-		h.Cum = append(h.Cum, float64(h.Count))
+	if h.bounds != nil && !math.IsInf(h.bounds[len(h.bounds)-1], 1) {
+		h.bounds = append(h.bounds, math.Inf(1))
+		h.cum = append(h.cum, float64(h.count))
 	}
 	return h
+}
+
+// histogram is one or more series' buckets added up.
+type histogram struct {
+	bounds []float64 // upper bounds, +Inf last
+	cum    []float64 // cumulative counts
+	count  uint64
+	sum    float64
+}
+
+// quantile is PromQL's histogram_quantile over classic buckets
+// (prometheus/promql/quantile.go bucketQuantile): NaN without samples; the
+// bucket holding rank q*count found by cumulative count; a rank in the
+// +Inf bucket gives the highest finite bound; a first bucket with a bound
+// <= 0 gives that bound; otherwise linear interpolation inside the bucket,
+// from 0 for the first one.
+func (h histogram) quantile(q float64) float64 {
+	if h.count == 0 || len(h.bounds) < 2 {
+		return math.NaN()
+	}
+	total := h.cum[len(h.cum)-1]
+	rank := q * total
+	b := sort.Search(len(h.cum)-1, func(i int) bool { return h.cum[i] >= rank })
+	if b == len(h.bounds)-1 {
+		return h.bounds[len(h.bounds)-2]
+	}
+	if b == 0 && h.bounds[0] <= 0 {
+		return h.bounds[0]
+	}
+	start, below := 0.0, 0.0
+	if b > 0 {
+		start, below = h.bounds[b-1], h.cum[b-1]
+	}
+	end := h.bounds[b]
+	in := h.cum[b] - below
+	if in == 0 {
+		return end
+	}
+	return start + (end-start)*(rank-below)/in
 }

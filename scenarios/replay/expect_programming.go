@@ -92,13 +92,13 @@ func histogramQuantile(q float64, vals []float64) (float64, bool) {
 	if len(vals) == 0 {
 		return 0, false
 	}
-	h := scenarios.Histogram{Bounds: programmingBuckets, Cum: make([]float64, len(programmingBuckets)), Count: uint64(len(vals))}
+	h := histogram{bounds: programmingBuckets, cum: make([]float64, len(programmingBuckets)), count: uint64(len(vals))}
 	for _, v := range vals {
 		// An observation equal to a bound belongs to it (le).
-		h.Cum[sort.SearchFloat64s(programmingBuckets, v)]++
+		h.cum[sort.SearchFloat64s(programmingBuckets, v)]++
 	}
-	for i := 1; i < len(h.Cum); i++ {
-		h.Cum[i] += h.Cum[i-1]
+	for i := 1; i < len(h.cum); i++ {
+		h.cum[i] += h.cum[i-1]
 	}
-	return h.Quantile(q), true
+	return h.quantile(q), true
 }

@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"bufio"
 	"fmt"
 	"os"
@@ -13,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // Every file under testdata/features is a scenario that exercises one or
 // more features of the format and must pass.
 func TestFeatureScenariosPass(t *testing.T) {
-	files, _ := filepath.Glob("testdata/features/*.yaml")
+	files, _ := filepath.Glob("../testdata/features/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no scenarios under testdata/features")
 	}
@@ -43,7 +42,7 @@ func TestFeatureScenariosPass(t *testing.T) {
 // expectations are wrong only because the feature they watch works: each
 // has a passing twin under testdata/features or in the library.
 func TestFailingScenariosFailExactlyWhereDeclared(t *testing.T) {
-	files, _ := filepath.Glob("testdata/failing/*.yaml")
+	files, _ := filepath.Glob("../testdata/failing/*.yaml")
 	if len(files) < 2 {
 		t.Fatalf("only %d failing scenarios", len(files))
 	}
@@ -123,7 +122,7 @@ func wantFailures(t *testing.T, file string) []string {
 // it. configSyncPeriod 2m gives one resync of each object at 2m and 4m; 0
 // turns resync off (checked past 15m, the default); unset leaves 15m.
 func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
-	s, err := scenarios.Load("testdata/features/config-sync-period.yaml")
+	s, err := scenarios.Load("../testdata/features/config-sync-period.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,9 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"testing"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 

@@ -30,7 +30,7 @@ func (r *Run) CheckGolden(g scenarios.Golden, read func(*Run) (string, error)) {
 		want = *g.Inline
 	} else {
 		pos, file, key = g.Src.At(g.FileKey), g.File, g.FileKey
-		b, err := rp.s.Folder.Read(g.File)
+		b, err := rp.s.ReadFile(g.File)
 		if err != nil && !rp.opts.Update {
 			// One failure says it all: there is nothing to compare with.
 			r.Fail(pos, key, "a readable golden file "+g.File, err.Error())
@@ -71,7 +71,7 @@ func (r *replayer) writeGoldens() error {
 	var inline []goldenUpdate
 	for _, g := range r.golden {
 		if !g.inline {
-			if err := r.s.Folder.Write(g.file, []byte(g.text)); err != nil {
+			if err := r.s.WriteFile(g.file, []byte(g.text)); err != nil {
 				return fmt.Errorf("--update: %w", err)
 			}
 			r.res.Updated = append(r.res.Updated, filepath.Join(r.s.Dir, g.file))
@@ -82,14 +82,14 @@ func (r *replayer) writeGoldens() error {
 	if len(inline) == 0 {
 		return nil
 	}
-	src, err := rewriteInline(r.s.Source, inline)
+	src, err := rewriteInline(r.s.Source(), inline)
 	if err != nil {
 		return fmt.Errorf("--update %s: %w", r.s.File, err)
 	}
-	if r.s.Base == "" {
+	if r.s.OwnFile() == "" {
 		return fmt.Errorf("--update %s: a scenario parsed from memory cannot be rewritten", r.s.File)
 	}
-	if err := r.s.Folder.Write(r.s.Base, src); err != nil {
+	if err := r.s.WriteFile(r.s.OwnFile(), src); err != nil {
 		return fmt.Errorf("--update: %w", err)
 	}
 	r.res.Updated = append(r.res.Updated, r.s.File)

@@ -1,13 +1,12 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/proxy"

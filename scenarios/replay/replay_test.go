@@ -1,10 +1,10 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"strings"
 	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
 )
 
 func TestInitialSyncGatingScenario(t *testing.T) {

@@ -1,11 +1,10 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"fmt"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/trace"

@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/sli"
 )
 

@@ -1,4 +1,4 @@
-package scenarios_test
+package replay_test
 
 import (
 	"bytes"

@@ -1,24 +1,6 @@
 package scenarios
 
-import (
-	"time"
-)
-
-// A cluster of pools replays in one world: the first node is the world's
-// own proxy (what every other expectation and step talks to), the others
-// are sim.Nodes hearing the same events. See docs/cluster.md.
-
-func CmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// nodeStep acts on one node of cluster.pools: `node: {name: node-001,
+// NodeStep acts on one node of cluster.pools: `node: {name: node-001,
 // restart: true}` or `node: {name: node-001, failSyncs: 2}`.
 type NodeStep struct {
 	Node *NodeAction `yaml:"node"`
@@ -52,7 +34,7 @@ func (n *NodeStep) Validate(v *Validator) {
 	}
 }
 
-// clusterExpect bounds the cluster's figures so far:
+// ClusterExpectation bounds the cluster's figures so far:
 //
 //	cluster:
 //	  programmingLatency: {p50: {max: 5s}, p90: ..., p99: {max: 30s}}   # the SLI as CL2 computes it

@@ -1,4 +1,4 @@
-package replay
+package scenarios_test
 
 import (
 	"errors"
@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // FuzzReplay replays whatever the loader accepts, under a small budget: a
 // mutated scenario must pass, fail, or stop at its budget, never panic, hang
-// or grow without bound.
+// or grow without bound. It stays beside the loader's fuzzers (an external
+// test of scenarios) so that make fuzz finds it there.
 func FuzzReplay(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/hostile/*.yaml")
 	more, _ := filepath.Glob("testdata/failing/*.yaml")
@@ -45,8 +47,8 @@ func FuzzReplay(f *testing.F) {
 			// by the hostile corpus; keep each input quick.
 			return
 		}
-		res, err := Replay(s, Options{MaxEvents: budget, TraceKeep: 64})
-		var be *BudgetError
+		res, err := replay.Replay(s, replay.Options{MaxEvents: budget, TraceKeep: 64})
+		var be *replay.BudgetError
 		switch {
 		case errors.As(err, &be):
 			if be.Used > budget+1000 {

@@ -1,8 +1,6 @@
-package replay
+package scenarios_test
 
 import (
-	"github.com/proxysim/proxysim/scenarios"
-
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // loadScenario is a cluster of nodes in two pools (10% on another
@@ -85,7 +86,7 @@ func BenchmarkClusterHour(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, err := Replay(s, Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
+				res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -119,7 +120,7 @@ func BenchmarkClusterNodeMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		var peak uint64
-		res, err := Replay(s, Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40,
+		res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40,
 			World: nil, Progress: func(at time.Duration) {
 				if at == length {
 					runtime.GC()

@@ -1,4 +1,4 @@
-package scenarios_test
+package replay_test
 
 import (
 	"errors"
@@ -82,7 +82,7 @@ func (e *portsExpect) golden() scenarios.Golden {
 func (e *portsExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
 func (e *portsExpect) Check(r *replay.Run)             { r.CheckGolden(e.golden(), nil) }
 
-const portsScenario = "testdata/modes/ports.yaml"
+const portsScenario = "../testdata/modes/ports.yaml"
 
 func TestAModePlugsInFromOutsideTheCore(t *testing.T) {
 	s, err := scenarios.Load(portsScenario)
@@ -153,7 +153,7 @@ func TestAModesGoldenFileIsUpdated(t *testing.T) {
 		t.Fatalf("updated %v; want the golden file", res.Updated)
 	}
 	got, _ := os.ReadFile(filepath.Join(dir, "ports.golden"))
-	want, _ := os.ReadFile("testdata/modes/ports.golden")
+	want, _ := os.ReadFile("../testdata/modes/ports.golden")
 	if string(got) != string(want) {
 		t.Errorf("golden rewritten to %q; want %q", got, want)
 	}
