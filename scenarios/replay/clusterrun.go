@@ -330,7 +330,7 @@ type clusterFigures struct {
 	names  []string
 }
 
-// judge checks the figures against the bounds, reporting what does not
+// judgeClusterExpect checks the figures against c's bounds, reporting what does not
 // hold: the same words from one process or merged shards.
 func judgeClusterExpect(c *scenarios.ClusterExpect, f clusterFigures, fail func(p scenarios.Pos, what, expected, got string)) {
 	if c.ProgrammingLatency != nil || c.ExactLatency != nil {
