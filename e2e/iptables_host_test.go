@@ -18,6 +18,7 @@ import (
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/iptables"
 )
 
@@ -149,7 +150,7 @@ func programmed(b netns.IPTablesBackend, yaml string) *netns.IPTablesDataplane {
 	s, err := scenarios.Parse("host-kernel.yaml", []byte(yaml), nil)
 	Expect(err).NotTo(HaveOccurred())
 	var d *netns.IPTablesDataplane
-	res, err := scenarios.Replay(s, scenarios.Options{Dataplane: onHostKernel(b, func(o *netns.IPTablesDataplane) { d = o })})
+	res, err := replay.Replay(s, replay.Options{Dataplane: onHostKernel(b, func(o *netns.IPTablesDataplane) { d = o })})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(res.Failures).To(BeEmpty(), describe(res))
 	Expect(d).NotTo(BeNil())
@@ -349,7 +350,7 @@ var _ = Describe("iptables scenarios on the host kernel", Label("host-kernel"), 
 				s, err := ks.load()
 				Expect(err).NotTo(HaveOccurred())
 				var opened []*netns.IPTablesDataplane
-				res, err := scenarios.Replay(s, scenarios.Options{Dataplane: onHostKernel(b, func(d *netns.IPTablesDataplane) { opened = append(opened, d) })})
+				res, err := replay.Replay(s, replay.Options{Dataplane: onHostKernel(b, func(d *netns.IPTablesDataplane) { opened = append(opened, d) })})
 				Expect(err).NotTo(HaveOccurred())
 				Expect(res.Failures).To(BeEmpty(), describe(res))
 				var got []netns.Measurement

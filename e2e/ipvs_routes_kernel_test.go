@@ -14,6 +14,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/route"
 )
 
@@ -157,7 +158,7 @@ var _ = Describe("the IPVS mode's routes on the real kernel", Label("kernel"), f
 			requireIPVSPath()
 			start := time.Now()
 			var opened []*netns.IPVSPathNode
-			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: ipvsPathDataplane(func(n *netns.IPVSPathNode) { opened = append(opened, n) })})
+			res, err := replay.Replay(s, replay.Options{Dataplane: ipvsPathDataplane(func(n *netns.IPVSPathNode) { opened = append(opened, n) })})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Failures).To(BeEmpty(), describe(res))
 			var got []netns.Measurement

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // The kernel suite's replays run side by side. On a kernel a scenario with
@@ -27,7 +28,7 @@ const kernelParallel = 4
 
 type kernelRun struct {
 	done chan struct{}
-	res  *scenarios.Result
+	res  *replay.Result
 	err  error
 }
 
@@ -83,7 +84,7 @@ func startKernelReplays() {
 				defer close(r.done)
 				slots <- struct{}{}
 				defer func() { <-slots }()
-				r.res, r.err = scenarios.Replay(j.s, scenarios.Options{Dataplane: kernelDataplane})
+				r.res, r.err = replay.Replay(j.s, replay.Options{Dataplane: kernelDataplane})
 			}()
 		}
 	})
@@ -91,12 +92,12 @@ func startKernelReplays() {
 
 // kernelReplay is the first kernel replay of a kernel-suite scenario: the
 // one started in the background if there is one, else one made now.
-func kernelReplay(name string, s *scenarios.Scenario) (*scenarios.Result, error) {
+func kernelReplay(name string, s *scenarios.Scenario) (*replay.Result, error) {
 	if r := background.runs[name]; r != nil {
 		<-r.done
 		return r.res, r.err
 	}
-	return scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+	return replay.Replay(s, replay.Options{Dataplane: kernelDataplane})
 }
 
 // waitForBackground waits until no background replay holds namespaces.

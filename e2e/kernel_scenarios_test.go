@@ -11,6 +11,7 @@ import (
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
@@ -33,7 +34,7 @@ var kernelDataplane = ipvsmode.OnKernelWithClient(netns.OpenDataplane, func() (i
 })
 
 // outcome is a replay's failures in words both dataplanes share.
-func outcome(res *scenarios.Result) string {
+func outcome(res *replay.Result) string {
 	var out []string
 	for _, f := range res.Failures {
 		out = append(out, f.Pos.Path)
@@ -63,7 +64,7 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 		It("replays "+name+" on the fake and on the kernel with the same result", func() {
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
-			fake, err := scenarios.Replay(s, scenarios.Options{})
+			fake, err := replay.Replay(s, replay.Options{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(fake.Failures).To(BeEmpty(), describe(fake))
 			if ok, why := kernelAvailable(); !ok {
@@ -77,7 +78,7 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 				// with an error rather than a failure: replayed once more,
 				// like a disagreement.
 				report("kernel %s: the first replay ended in an error, replaying once more: %v", name, err)
-				kernel, err = scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+				kernel, err = replay.Replay(s, replay.Options{Dataplane: kernelDataplane})
 				Expect(err).NotTo(HaveOccurred())
 			}
 			GinkgoWriter.Printf("%s on %s: %v of real time\n", name, kernel.Env, kernel.Wall)
@@ -90,7 +91,7 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 				// namespaces and the second replay decides; the first is
 				// printed, never hidden. A real disagreement fails both.
 				report("kernel %s: the first replay disagreed with the fake, replaying once more:\n%s", name, describe(kernel))
-				kernel, err = scenarios.Replay(s, scenarios.Options{Dataplane: kernelDataplane})
+				kernel, err = replay.Replay(s, replay.Options{Dataplane: kernelDataplane})
 				Expect(err).NotTo(HaveOccurred())
 				GinkgoWriter.Printf("%s on %s, second replay: %v of real time\n", name, kernel.Env, kernel.Wall)
 			}
@@ -109,7 +110,7 @@ var _ = Describe("the kernel suite as scenarios", Label("kernel"), func() {
 
 // fakeAsThisKernel replays a kernel-suite scenario on the fake with
 // proxy.kernel set to the running kernel's version.
-func fakeAsThisKernel(name string) (*scenarios.Result, string, error) {
+func fakeAsThisKernel(name string) (*replay.Result, string, error) {
 	version, err := netns.KernelVersion()
 	if err != nil {
 		return nil, "", err
@@ -123,6 +124,6 @@ func fakeAsThisKernel(name string) (*scenarios.Result, string, error) {
 		return nil, version, fmt.Errorf("%s is not an IPVS scenario", name)
 	}
 	set.Kernel = version
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	return res, version, err
 }

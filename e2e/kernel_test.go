@@ -15,6 +15,7 @@ import (
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
@@ -92,7 +93,7 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 			if !ipvsmode.HasGolden(s) || ipvsmode.HasTraffic(s) {
 				Skip("no IPVS golden, or client connections (fake dataplane only)")
 			}
-			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: netnsDataplane})
+			res, err := replay.Replay(s, replay.Options{Dataplane: netnsDataplane})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Failures).To(BeEmpty(), describe(res))
 		})

@@ -13,13 +13,14 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode" // the nftables mode
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // describe renders a result's failures the way the CLI does, so that a
 // failing spec says what was expected, what happened and when.
-func describe(res *scenarios.Result) string {
+func describe(res *replay.Result) string {
 	var b strings.Builder
-	scenarios.Report(&b, res, false)
+	replay.Report(&b, res, false)
 	return b.String()
 }
 
@@ -35,7 +36,7 @@ var _ = Describe("the bundled scenario library", Label("library"), func() {
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(strings.TrimSpace(s.Description)).NotTo(BeEmpty(), "every bundled scenario tells its story")
-			res, err := scenarios.Replay(s, scenarios.Options{})
+			res, err := replay.Replay(s, replay.Options{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Failures).To(BeEmpty(), describe(res))
 			Expect(res.Checks).To(BeNumerically(">", 0), "a scenario that checks nothing proves nothing")
@@ -46,9 +47,9 @@ var _ = Describe("the bundled scenario library", Label("library"), func() {
 		for _, name := range names {
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
-			first, err := scenarios.Replay(s, scenarios.Options{})
+			first, err := replay.Replay(s, replay.Options{})
 			Expect(err).NotTo(HaveOccurred())
-			again, err := scenarios.Replay(s, scenarios.Options{})
+			again, err := replay.Replay(s, replay.Options{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(bytes.Equal(first.Trace.JSONL(), again.Trace.JSONL())).To(BeTrue(), name)
 		}

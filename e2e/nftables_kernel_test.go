@@ -20,6 +20,7 @@ import (
 	"github.com/proxysim/proxysim/netns"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/nftables"
@@ -371,7 +372,7 @@ var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())
 			var opened []*netns.NFTablesDataplane
-			res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftOnKernel(func(d *netns.NFTablesDataplane) { opened = append(opened, d) })})
+			res, err := replay.Replay(s, replay.Options{Dataplane: nftOnKernel(func(d *netns.NFTablesDataplane) { opened = append(opened, d) })})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Failures).To(BeEmpty(), describe(res))
 			Expect(res.Checks).To(BeNumerically(">", 0))
@@ -413,7 +414,7 @@ var _ = Describe("nftables scenarios on this host's kernel", Label("host-kernel"
 		var d *netns.NFTablesDataplane
 		s, err := scenarios.Parse("wrong.yaml", []byte(nftWrongScenario), nil)
 		Expect(err).NotTo(HaveOccurred())
-		res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftOnKernel(func(o *netns.NFTablesDataplane) { d = o })})
+		res, err := replay.Replay(s, replay.Options{Dataplane: nftOnKernel(func(o *netns.NFTablesDataplane) { d = o })})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Failures).To(BeEmpty(), describe(res))
 		eps := []string{"10.244.1.2:8080", "10.244.2.3:8080", "10.244.3.4:8080"}

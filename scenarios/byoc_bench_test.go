@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proxysim/proxysim/scenarios/internal/sample"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -15,7 +16,7 @@ import (
 // for `-o yaml` (one v1 List) or `-o json`, and points the scenario at it.
 func writeDumpAs(tb testing.TB, dir, format string, services int) (string, int64) {
 	tb.Helper()
-	scenario, _ := writeClusterDump(tb, dir, services, 40)
+	scenario, _ := sample.WriteClusterDump(tb, dir, services, 40)
 	data, err := os.ReadFile(filepath.Join(dir, "cluster.yaml"))
 	if err != nil {
 		tb.Fatal(err)

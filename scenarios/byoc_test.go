@@ -12,6 +12,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 )
 
@@ -341,7 +342,7 @@ func TestDumpShapesAndStrict(t *testing.T) {
 	if strings.Join(notes, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("notes:\n%s\nwant:\n%s", strings.Join(notes, "\n"), strings.Join(want, "\n"))
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	if err != nil || !res.Passed() {
 		t.Fatalf("%v %v", err, res.Failures)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // cluster.churn: the API churn of ClusterLoader2's load test as seeded
@@ -334,8 +333,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				k := rng.IntN(dp.replicas)
 				name := fmt.Sprintf("%s-%d", dp.prefix, k)
 				now := dp.ready[k]
-				step(t, &podReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(!now), Src: src}})
-				step(t+off, &podReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(now), Src: src}})
+				step(t, &PodReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(!now), Src: src}})
+				step(t+off, &PodReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(now), Src: src}})
 				change(t, proc, 1)
 				change(t+off, proc, 1)
 				dp.busyUntil = t + off + time.Second
@@ -352,7 +351,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				to := fmt.Sprintf("%s-v%d", dp.svc.Name, dp.version)
 				zero, one := 0, 1
 				ra, gr := Duration(st.readyAfter), Duration(st.grace)
-				step(t, &rolloutStep{RollingUpdate: &RollingUpdate{Namespace: dp.svc.Namespace, From: dp.prefix, To: to, Replicas: dp.replicas,
+				step(t, &RolloutStep{RollingUpdate: &RollingUpdate{Namespace: dp.svc.Namespace, From: dp.prefix, To: to, Replicas: dp.replicas,
 					MaxSurge: &one, MaxUnavailable: &zero, ReadyAfter: &ra, GracePeriod: &gr, FirstIP: nextIP.String(), Src: src}})
 				for i := range dp.replicas {
 					nextIP = nextIP.Next()
@@ -389,8 +388,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 					pod.Status.PodIP, pod.Status.PodIPs = ip, []v1.PodIP{{IP: ip}}
 					pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}}
 					key := KeyOf("Pod", ns, pod.Name)
-					step(t, &createStep{objects: []Object{{Obj: pod, Kind: "Pod", Key: key, Pos: src.At("")}}})
-					step(t+st.readyAfter, &podReadyStep{PodReady: &PodReady{Namespace: ns, Name: pod.Name, Ready: ptrBool(true), Src: src}})
+					step(t, &CreateStep{Objects: []Object{{Obj: pod, Kind: "Pod", Key: key, Pos: src.At("")}}})
+					step(t+st.readyAfter, &PodReadyStep{PodReady: &PodReady{Namespace: ns, Name: pod.Name, Ready: ptrBool(true), Src: src}})
 					change(t, proc, 1)
 					change(t+st.readyAfter, proc, 1)
 					dp.replicas++
@@ -399,7 +398,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				} else {
 					gr := Duration(st.grace)
 					name := fmt.Sprintf("%s-%d", dp.prefix, dp.replicas-1)
-					step(t, &deleteStep{Delete: &ObjectRef{Kind: "Pod", Namespace: ns, Name: name, GracePeriod: &gr, Src: src}})
+					step(t, &DeleteStep{Delete: &ObjectRef{Kind: "Pod", Namespace: ns, Name: name, GracePeriod: &gr, Src: src}})
 					change(t, proc, 1)
 					change(t+st.grace, proc, 1)
 					dp.replicas--
@@ -411,8 +410,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			fits = t+st.svc <= st.until
 			if dp := pick(t, t+st.svc, free); dp != nil {
 				svc := dp.svc
-				step(t, &deleteStep{Delete: &ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Src: src}})
-				step(t+st.svc, &createStep{objects: []Object{{Obj: svc.DeepCopy(), Kind: "Service", Key: KeyOf("Service", svc.Namespace, svc.Name), Pos: src.At("")}}})
+				step(t, &DeleteStep{Delete: &ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Src: src}})
+				step(t+st.svc, &CreateStep{Objects: []Object{{Obj: svc.DeepCopy(), Kind: "Service", Key: KeyOf("Service", svc.Namespace, svc.Name), Pos: src.At("")}}})
 				change(t, proc, 1)
 				change(t+st.svc, proc, 1)
 				dp.busyUntil = t + st.svc + time.Second
@@ -434,33 +433,17 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 
 func ptrBool(b bool) *bool { return &b }
 
-// createStep creates objects the churn made (a Pod scaled up, a Service
+// CreateStep creates objects the churn made (a Pod scaled up, a Service
 // back): apply's action, without a manifest to decode.
-type createStep struct {
-	objects []Object
+type CreateStep struct {
+	Objects []Object
 }
 
-func (c *createStep) Validate(v *Validator) {
-	for _, o := range c.objects {
+func (c *CreateStep) Validate(v *Validator) {
+	for _, o := range c.Objects {
 		v.known[o.Key] = true
 		v.state[o.Key] = o.Obj
 	}
-}
-
-func (c *createStep) Do(r *Run) error {
-	objs := make([]Object, len(c.objects))
-	now := metav1.NewTime(r.World().Clock.Now().Truncate(time.Second))
-	for i, o := range c.objects {
-		objs[i] = o
-		objs[i].Obj = o.Obj.DeepCopyObject() // the world keeps what it is given
-		if p, ok := objs[i].Obj.(*v1.Pod); ok {
-			// A new pod's Ready condition changes as it is created.
-			for k := range p.Status.Conditions {
-				p.Status.Conditions[k].LastTransitionTime = now
-			}
-		}
-	}
-	return r.apply("apply", objs)
 }
 
 func podIsReady(p *v1.Pod) bool {
@@ -470,4 +453,14 @@ func podIsReady(p *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+func cmpDuration(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -1,4 +1,4 @@
-package scenarios
+package scenarios_test
 
 import (
 	"fmt"
@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // loadScenario is a cluster of nodes in two pools (10% on another
@@ -79,11 +82,11 @@ func BenchmarkClusterHour(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				start, cpu0 := time.Now(), cpuTime()
-				s, err := Parse("load.yaml", src, nil)
+				s, err := scenarios.Parse("load.yaml", src, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, err := Replay(s, Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
+				res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -112,12 +115,12 @@ func BenchmarkClusterNodeMemory(b *testing.B) {
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
 	length := 10 * time.Minute
 	heap := func(n int) uint64 {
-		s, err := Parse("load.yaml", []byte(loadScenario("iptables", n, services, 2, length)), nil)
+		s, err := scenarios.Parse("load.yaml", []byte(loadScenario("iptables", n, services, 2, length)), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var peak uint64
-		res, err := Replay(s, Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40,
+		res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40,
 			World: nil, Progress: func(at time.Duration) {
 				if at == length {
 					runtime.GC()

@@ -269,7 +269,7 @@ func TestGeneratedObjectsPassTheAPIServersRules(t *testing.T) {
 		for _, o := range s.Initial {
 			kinds[o.Kind]++
 			cp := o.Obj.DeepCopyObject()
-			key, errs, ok := defaultAndValidate(cp)
+			key, errs, ok := DefaultAndValidate(cp)
 			if !ok || len(errs) > 0 || key != o.Key {
 				t.Fatalf("%s: %v (key %s)", o.Key, errs, key)
 			}

@@ -1,13 +1,12 @@
-// Package scenarios reads, validates and replays proxysim scenarios: YAML
-// files that set up a proxy and a cluster, tell a story on a virtual
-// timeline, and say what must be true along the way. The format is defined in
-// docs/scenario-format.md.
+// Package scenarios reads and validates proxysim scenarios: YAML files
+// that set up a proxy and a cluster, tell a story on a virtual timeline,
+// and say what must be true along the way. The format is defined in
+// docs/scenario-format.md. Replaying a scenario is scenarios/replay's: this
+// package runs nothing and imports no replay.
 //
-// The entry points: Load, LoadLibrary or Parse a scenario; Replay it on
-// proxysim's engine and print the Result with Report (what the CLI does).
-// To replay it against a proxy of your own in a testing/synctest bubble,
-// see scenarios/bubble, which steps a replay through Replayer. The
-// package's examples show each.
+// The entry points: Load, LoadLibrary or Parse a scenario; replay.Replay
+// replays it on proxysim's engine (what the CLI does). The package's
+// examples show each.
 //
 // Loading never runs anything: a file with any problem is rejected whole,
 // with every problem reported as file:line:column: field.path: message.
@@ -19,13 +18,12 @@
 //
 // # What lives where
 //
-// The format and its replay are one package on purpose: each part of a
-// timeline (a step action, a fault, an expectation) is one type that checks
-// itself when the file loads (Validate) and acts or checks when it replays
-// (Do, Check, given a Run of this package's replay), and a mode or a
-// controller plugs parts into both at once. The bubble, which drives the
-// replay otherwise, is its own package (scenarios/bubble) over Replayer.
-// The files, by concern:
+// Each part of a timeline (a step action, a fault, an expectation) is a
+// type of this package, or of a mode or a controller, that checks itself
+// when the file loads (Validate). What it does when it replays is
+// scenarios/replay's: the core's parts by their kind there, a mode's or a
+// controller's by its own Do or Check on a replay.Run. The files, by
+// concern:
 //
 //   - The file format and its loading: scenario.go (the types of a file);
 //     decode.go, parts.go and validator.go (a mapping decoded across the
@@ -37,24 +35,20 @@
 //     cluster's objects: manifests, cluster dumps, patches); validate.go
 //     and validate_networking.go (the API server's rules for them);
 //     kubeproxyconfig.go and kubeproxyconfig_lenient.go (proxy.config);
-//     cluster.go and pools.go (cluster.generate, cluster.pools);
-//     settings.go (WithSettings, for sweeps); importing.go (what
-//     scenarios/clusterimport reads through the loader).
-//   - The timeline's vocabulary, each part loaded and replayed by one type:
-//     steps_*.go (actions and faults; steps_runner.go is the runner's),
-//     expect_*.go (expectations), goldens.go (a mode's golden, and
-//     --update), synccost.go (syncCost).
-//   - The replay: replay.go (Replay, Options, Result: the world built,
-//     the timeline stepped, expectations checked), replayer.go (Replayer:
-//     the same pieces a step at a time, for a driver that holds the clock
-//     itself), run.go (what a part sees while it replays), budget.go (the
-//     event and memory budget), clusterrun.go (cluster.pools replayed in
-//     one world), report.go (Report, for a person), summary.go (Summarize,
-//     for a sweep).
+//     cluster.go, pools.go and churn_gen.go (cluster.generate,
+//     cluster.pools, cluster.churn); settings.go (WithSettings, for
+//     sweeps); importing.go (what scenarios/clusterimport reads through the
+//     loader).
+//   - The timeline's vocabulary as a file holds it, each part one type that
+//     validates itself: steps_*.go (actions and faults; steps_runner.go is
+//     the runner's), expect_*.go (expectations; expect_cluster.go the node
+//     step and the cluster expectation of cluster.pools), goldens.go (a
+//     mode's golden), synccost.go (syncCost).
 //
-// Around it: scenarios/bubble replays the same timeline against a proxy of
+// Around it: scenarios/replay replays a scenario (Replay, Replayer, Run,
+// Report); scenarios/bubble replays the same timeline against a proxy of
 // one's own in a testing/synctest bubble (Replay, and Options.Compare:
-// proxysim's model of kube-proxy beside it), stepping a Replayer;
+// proxysim's model of kube-proxy beside it), stepping a replay.Replayer;
 // scenarios/clusterimport writes a scenario for a node of a real cluster;
 // the modes (scenarios/ipvsmode, iptablesmode, nftablesmode), the
 // controllers (scenarios/controllers, ingressnginx) and routeexpect plug in

@@ -3,16 +3,15 @@ package scenarios
 import (
 	"fmt"
 	"strings"
-	"time"
 )
 
-// latencyExpect bounds how long an object's latest change took to reach
+// LatencyExpectation bounds how long an object's latest change took to reach
 // the dataplane.
-type latencyExpect struct {
+type LatencyExpectation struct {
 	Latency *LatencyExpect `yaml:"latency"`
 }
 
-func (e *latencyExpect) Validate(v *Validator) {
+func (e *LatencyExpectation) Validate(v *Validator) {
 	l := e.Latency
 	if l == nil {
 		return
@@ -32,45 +31,6 @@ func (e *latencyExpect) Validate(v *Validator) {
 	if l.Max == nil && l.Exact == nil {
 		v.Errorf(Pos{l.Src.Line, l.Src.Column, l.Src.Path}, "say max or exact")
 	}
-}
-
-func (e *latencyExpect) Check(r *Run) {
-	l := e.Latency
-	if l == nil {
-		return
-	}
-	got, ok := latency(r, l.Object)
-	what, where := "the latest change of "+l.Object, "object"
-	if l.Pod != "" {
-		k, _ := PodKey(l.Pod)
-		got, ok = r.World().PodLatency(k)
-		what, where = "the latest readiness change of Pod "+k, "pod"
-	}
-	switch {
-	case !ok:
-		r.Fail(l.Src.At(where), "latency", "a sync that carried "+what, "none finished yet")
-	case l.Exact != nil && got != l.Exact.D():
-		r.Fail(l.Src.At("exact"), "latency", l.Exact.String(), got.String())
-	case l.Max != nil && got > l.Max.D():
-		r.Fail(l.Src.At("max"), "latency", "at most "+l.Max.String(), got.String())
-	}
-}
-
-// latency is the propagation latency of an object's latest change: from its
-// write to the end of the first sync that carried it.
-func latency(r *Run, key string) (time.Duration, bool) {
-	w := r.World()
-	at, before, ok := w.LastChange(key)
-	if !ok {
-		return 0, false
-	}
-	runs := w.SyncsView()
-	for _, run := range runs[before:] {
-		if run.End >= 0 {
-			return run.End - at, true
-		}
-	}
-	return 0, false
 }
 
 // PodKey turns a scenario's Pod reference, "name" (in namespace default)

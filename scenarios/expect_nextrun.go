@@ -1,12 +1,10 @@
 package scenarios
 
 import (
-	"fmt"
-
 	"github.com/proxysim/proxysim/sim/runner"
 )
 
-func init() { RegisterExpectation(func() Expectation { return &nextRunExpect{} }) }
+func init() { RegisterExpectation(func() Expectation { return &NextRunExpectation{} }) }
 
 // NextRunExpect pins when the runner will next run if nothing asks it to:
 // the instant its timers say, read without moving time.
@@ -18,8 +16,8 @@ type NextRunExpect struct {
 	Src  Src
 }
 
-// nextRunExpect is `nextRun: {at: D, reason: R}` or `nextRun: {none: true}`.
-type nextRunExpect struct {
+// NextRunExpectation is `nextRun: {at: D, reason: R}` or `nextRun: {none: true}`.
+type NextRunExpectation struct {
 	NextRun *NextRunExpect `yaml:"nextRun"`
 }
 
@@ -28,7 +26,7 @@ var nextRunReasons = map[string]bool{
 	string(runner.ReasonDeferred): true, string(runner.ReasonRequest): true,
 }
 
-func (e *nextRunExpect) Validate(v *Validator) {
+func (e *NextRunExpectation) Validate(v *Validator) {
 	n := e.NextRun
 	if n == nil {
 		return
@@ -44,28 +42,5 @@ func (e *nextRunExpect) Validate(v *Validator) {
 	}
 	if at, ok := v.At(); ok && n.At != nil && *n.At < at {
 		v.Errorf(n.Src.At("at"), "the next run cannot be at %v, before this step at %v", n.At, at)
-	}
-}
-
-func (e *nextRunExpect) Check(r *Run) {
-	n := e.NextRun
-	if n == nil {
-		return
-	}
-	at, why, ok := r.World().NextRun()
-	got := "none"
-	if ok {
-		got = fmt.Sprintf("%v (%s)", at, why)
-	}
-	switch {
-	case n.None && ok:
-		r.Fail(n.Src.At("none"), "nextRun.none", "no next run", got)
-	case n.None:
-	case !ok:
-		r.Fail(n.Src.At("at"), "nextRun.at", n.At.String(), got)
-	case at != n.At.D():
-		r.Fail(n.Src.At("at"), "nextRun.at", n.At.String(), got)
-	case n.Reason != "" && string(why) != n.Reason:
-		r.Fail(n.Src.At("reason"), "nextRun.reason", n.Reason, got)
 	}
 }

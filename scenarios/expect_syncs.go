@@ -1,18 +1,11 @@
 package scenarios
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/proxysim/proxysim/sim"
-)
-
-// syncsExpect counts sync runs and pins when they started.
-type syncsExpect struct {
+// SyncsExpectation counts sync runs and pins when they started.
+type SyncsExpectation struct {
 	Syncs *SyncExpect `yaml:"syncs"`
 }
 
-func (e *syncsExpect) Validate(v *Validator) {
+func (e *SyncsExpectation) Validate(v *Validator) {
 	sy, d := e.Syncs, v.d
 	if sy == nil {
 		return
@@ -21,48 +14,4 @@ func (e *syncsExpect) Validate(v *Validator) {
 	if sy.Count == nil && sy.AtLeast == nil && sy.AtMost == nil && sy.At == nil {
 		d.addAt(Pos{sy.Src.Line, sy.Src.Column, sy.Src.Path}, "say what to expect: count, atLeast, atMost or at")
 	}
-}
-
-func (e *syncsExpect) Check(r *Run) {
-	sy := e.Syncs
-	if sy == nil {
-		return
-	}
-	runs := r.World().SyncsView()
-	if len(sy.Between) == 2 {
-		var in []sim.SyncRecord
-		for _, run := range runs {
-			if run.Start >= sy.Between[0].D() && run.Start <= sy.Between[1].D() {
-				in = append(in, run)
-			}
-		}
-		runs = in
-	}
-	n := len(runs)
-	if sy.Count != nil && n != *sy.Count {
-		r.Fail(sy.Src.At("count"), "syncs.count", fmt.Sprint(*sy.Count), fmt.Sprintf("%d (%s)", n, startList(runs)))
-	}
-	if sy.AtLeast != nil && n < *sy.AtLeast {
-		r.Fail(sy.Src.At("atLeast"), "syncs.atLeast", fmt.Sprintf("at least %d", *sy.AtLeast), fmt.Sprintf("%d (%s)", n, startList(runs)))
-	}
-	if sy.AtMost != nil && n > *sy.AtMost {
-		r.Fail(sy.Src.At("atMost"), "syncs.atMost", fmt.Sprintf("at most %d", *sy.AtMost), fmt.Sprintf("%d (%s)", n, startList(runs)))
-	}
-	if sy.At != nil {
-		want := make([]string, len(sy.At))
-		for i, d := range sy.At {
-			want[i] = d.String()
-		}
-		if got := startList(runs); got != "["+strings.Join(want, " ")+"]" {
-			r.Fail(sy.Src.At("at"), "syncs.at", "["+strings.Join(want, " ")+"]", got)
-		}
-	}
-}
-
-func startList(runs []sim.SyncRecord) string {
-	s := make([]string, len(runs))
-	for i, r := range runs {
-		s[i] = r.Start.String()
-	}
-	return "[" + strings.Join(s, " ") + "]"
 }

@@ -1,10 +1,5 @@
 package scenarios
 
-import (
-	"fmt"
-	"time"
-)
-
 // WritesExpect counts the API writes a controller (or other writer, by its
 // trace name, such as endpointslice-controller) made, optionally only
 // within a window [from, to].
@@ -17,11 +12,11 @@ type WritesExpect struct {
 	Src     Src
 }
 
-type writesExpect struct {
+type WritesExpectation struct {
 	Writes *WritesExpect `yaml:"writes"`
 }
 
-func (e *writesExpect) Validate(v *Validator) {
+func (e *WritesExpectation) Validate(v *Validator) {
 	we := e.Writes
 	if we == nil {
 		return
@@ -32,30 +27,5 @@ func (e *writesExpect) Validate(v *Validator) {
 	v.d.validateCounts(we.Src, we.Between, we.Count, we.AtLeast, we.AtMost)
 	if we.Count == nil && we.AtLeast == nil && we.AtMost == nil {
 		v.Errorf(Pos{we.Src.Line, we.Src.Column, we.Src.Path}, "say what to expect: count, atLeast or atMost")
-	}
-}
-
-func (e *writesExpect) Check(r *Run) {
-	we := e.Writes
-	if we == nil {
-		return
-	}
-	var in []time.Duration
-	for _, at := range r.World().Writes(we.By) {
-		if len(we.Between) == 2 && (at < we.Between[0].D() || at > we.Between[1].D()) {
-			continue
-		}
-		in = append(in, at)
-	}
-	n := len(in)
-	got := fmt.Sprintf("%d %v", n, in)
-	if we.Count != nil && n != *we.Count {
-		r.Fail(we.Src.At("count"), "writes.count", fmt.Sprint(*we.Count), got)
-	}
-	if we.AtLeast != nil && n < *we.AtLeast {
-		r.Fail(we.Src.At("atLeast"), "writes.atLeast", fmt.Sprintf("at least %d", *we.AtLeast), got)
-	}
-	if we.AtMost != nil && n > *we.AtMost {
-		r.Fail(we.Src.At("atMost"), "writes.atMost", fmt.Sprintf("at most %d", *we.AtMost), got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/proxysim/proxysim/scenarios/internal/sample"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -91,7 +92,7 @@ func TestFastYAMLMatchesYAMLv3(t *testing.T) {
 		}
 		return nil
 	})
-	file, _ := writeClusterDump(t, t.TempDir(), 3, 4)
+	file, _ := sample.WriteClusterDump(t, t.TempDir(), 3, 4)
 	dump, err := os.ReadFile(filepath.Join(filepath.Dir(file), "cluster.yaml"))
 	if err != nil {
 		t.Fatal(err)

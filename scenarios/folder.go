@@ -248,3 +248,18 @@ type noFiles struct{}
 func (noFiles) Open(name string) (fs.File, error) {
 	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 }
+
+// ReadFile reads rel, a file the scenario names (a golden file), from the
+// scenario's folder.
+func (s *Scenario) ReadFile(rel string) ([]byte, error) { return s.folder.read(rel) }
+
+// WriteFile replaces rel in the scenario's folder atomically (--update's
+// golden files and, as OwnFile, the scenario itself).
+func (s *Scenario) WriteFile(rel string, data []byte) error { return s.folder.write(rel, data) }
+
+// OwnFile is the scenario's own name in its folder; "" for a scenario
+// parsed from memory, which cannot be rewritten.
+func (s *Scenario) OwnFile() string { return s.base }
+
+// Source is the scenario file as it was read.
+func (s *Scenario) Source() []byte { return s.source }

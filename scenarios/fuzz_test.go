@@ -1,15 +1,12 @@
 package scenarios
 
 import (
-	"errors"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 )
 
 // FuzzParse feeds arbitrary bytes to the loader: it must report problems,
@@ -43,54 +40,6 @@ func FuzzParse(f *testing.F) {
 			if ps, ok := err.(Problems); !ok || len(ps) == 0 {
 				t.Fatalf("error is not a list of problems: %T %v", err, err)
 			}
-		}
-	})
-}
-
-// FuzzReplay replays whatever the loader accepts, under a small budget: a
-// mutated scenario must pass, fail, or stop at its budget, never panic, hang
-// or grow without bound.
-func FuzzReplay(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/hostile/*.yaml")
-	more, _ := filepath.Glob("testdata/failing/*.yaml")
-	for _, p := range append(seeds, more...) {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
-	}
-	_ = fs.WalkDir(Library(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && path.Dir(p) == "." {
-			if b, err := fs.ReadFile(Library(), p); err == nil {
-				f.Add(b)
-			}
-		}
-		return nil
-	})
-	web, _ := fs.ReadFile(Library(), "manifests/web.yaml")
-	dir := fstest.MapFS{"manifests/web.yaml": {Data: web}}
-	const budget = 20000
-	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse("fuzz.yaml", data, dir)
-		if err != nil {
-			return
-		}
-		if s.Length() > 10*time.Hour {
-			// Long timelines are the budget's business, already covered
-			// by the hostile corpus; keep each input quick.
-			return
-		}
-		res, err := Replay(s, Options{MaxEvents: budget, TraceKeep: 64})
-		var be *BudgetError
-		switch {
-		case errors.As(err, &be):
-			if be.Used > budget+1000 {
-				t.Fatalf("budget %d overrun: %d", budget, be.Used)
-			}
-		case err != nil:
-			// A replay that cannot run (a connection the fake refuses to
-			// open, say) is a clean error, never a panic.
-		case res.Trace.Len() > 2*budget:
-			t.Fatalf("%d trace events under a budget of %d", res.Trace.Len(), budget)
 		}
 	})
 }

@@ -431,7 +431,7 @@ func (d *decoder) validateMerge(pt *Patch, path string, state map[string]runtime
 		return // reported by validateRef
 	}
 	mp := join(join(path, "patch"), "merge")
-	out, err := mergePatch(cur, pt.Merge)
+	out, err := MergePatch(cur, pt.Merge)
 	if err != nil {
 		var pe *patchError
 		if errors.As(err, &pe) && pe.Field != "" {
@@ -441,7 +441,7 @@ func (d *decoder) validateMerge(pt *Patch, path string, state map[string]runtime
 		}
 		return
 	}
-	newKey, errs, _ := defaultAndValidate(out)
+	newKey, errs, _ := DefaultAndValidate(out)
 	if newKey != key {
 		d.add(pt.Merge, mp, "a patch cannot rename %s (to %s)", key, newKey)
 		return

@@ -358,7 +358,7 @@ func decodeFast(file, gv, kind string, data []byte, pos Pos, dump bool) (Object,
 		return Object{}, false
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	key, errs, supported := defaultAndValidate(obj)
+	key, errs, supported := DefaultAndValidate(obj)
 	if !supported || len(errs) > 0 {
 		return Object{}, false
 	}

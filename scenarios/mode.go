@@ -71,18 +71,19 @@ type Dataplane interface {
 // clock. A mode's Fake is one; real-kernel bindings are others.
 type DataplaneFactory func(s *Scenario, clk clock.PassiveClock) (Dataplane, error)
 
-// Action is one kind of step action, or one part of a fault step. Validate
-// runs at load time, Do at the step's instant.
+// Action is one kind of step action, or one part of a fault step, as the
+// file holds it: Validate runs at load time. What it does at the step's
+// instant is the replay's (scenarios/replay: a mode's or a controller's
+// part implements replay.Action).
 type Action interface {
 	Validate(v *Validator)
-	Do(r *Run) error
 }
 
-// Expectation is one kind of expect entry. Validate runs at load time;
-// Check reports what does not hold now with Run.Fail.
+// Expectation is one kind of expect entry, as the file holds it: Validate
+// runs at load time. How it is checked is the replay's (a mode's or a
+// controller's part implements replay.Expectation).
 type Expectation interface {
 	Validate(v *Validator)
-	Check(r *Run)
 }
 
 var registry struct {

@@ -33,15 +33,15 @@ func KeyOf(kind, namespace, name string) string {
 	if clusterScoped[kind] {
 		return kind + " " + name
 	}
-	return kind + " " + namespaceOf(kind, namespace) + "/" + name
+	return kind + " " + NamespaceOf(kind, namespace) + "/" + name
 }
 
 // clusterScoped are the kinds without a namespace.
 var clusterScoped = map[string]bool{"Node": true, "IngressClass": true}
 
-// namespaceOf is the namespace an object of kind named with namespace lives
+// NamespaceOf is the namespace an object of kind named with namespace lives
 // in: "default" when none is given, none for a cluster-scoped kind.
-func namespaceOf(kind, namespace string) string {
+func NamespaceOf(kind, namespace string) string {
 	switch {
 	case clusterScoped[kind]:
 		return ""
@@ -93,7 +93,7 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 		return fail(n, path, "%s", msg)
 	}
 	o := Object{Obj: obj, Kind: gvk.Kind, Pos: Pos{Line: n.Line, Column: n.Column, Path: path}, File: file}
-	key, errs, supported := defaultAndValidate(obj)
+	key, errs, supported := DefaultAndValidate(obj)
 	if !supported {
 		return fail(findPath(n, "kind"), join(path, "kind"), "kind %s is not supported here (%s)", gvk.Kind, strings.Join(slices.Sorted(maps.Keys(supportedKinds)), ", "))
 	}
@@ -104,9 +104,9 @@ func (d *decoder) decodeManifest(file string, n *yaml.Node, path string) (Object
 	return o, len(errs) == 0
 }
 
-// defaultAndValidate applies the API server's defaults to a decoded object
+// DefaultAndValidate applies the API server's defaults to a decoded object
 // and checks it by its rules; it returns the object's scenario key.
-func defaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, supported bool) {
+func DefaultAndValidate(obj runtime.Object) (key string, errs field.ErrorList, supported bool) {
 	switch t := obj.(type) {
 	case *v1.Service:
 		defaultService(t)

@@ -16,26 +16,26 @@ type partsDecoder interface {
 // checked; a mode's come after them.
 func coreActions() []func() Action {
 	return append([]func() Action{
-		func() Action { return &applyStep{} },
-		func() Action { return &updateStep{} },
-		func() Action { return &patchStep{} },
-		func() Action { return &churnStep{} },
-		func() Action { return &deleteStep{} },
-		func() Action { return &podReadyStep{} },
-		func() Action { return &rolloutStep{} },
-		func() Action { return &restartStep{} },
-		func() Action { return &faultStep{} },
+		func() Action { return &ApplyStep{} },
+		func() Action { return &UpdateStep{} },
+		func() Action { return &PatchStep{} },
+		func() Action { return &ChurnStep{} },
+		func() Action { return &DeleteStep{} },
+		func() Action { return &PodReadyStep{} },
+		func() Action { return &RolloutStep{} },
+		func() Action { return &RestartStep{} },
+		func() Action { return &FaultStep{} },
 	}, plugins.actions...)
 }
 
 func coreExpectations() []func() Expectation {
 	return append([]func() Expectation{
-		func() Expectation { return &syncsExpect{} },
-		func() Expectation { return &latencyExpect{} },
-		func() Expectation { return &opsExpect{} },
-		func() Expectation { return &programmingExpect{} },
-		func() Expectation { return &writesExpect{} },
-		func() Expectation { return &endpointsExpect{} },
+		func() Expectation { return &SyncsExpectation{} },
+		func() Expectation { return &LatencyExpectation{} },
+		func() Expectation { return &OpsExpectation{} },
+		func() Expectation { return &ProgrammingExpectation{} },
+		func() Expectation { return &WritesExpectation{} },
+		func() Expectation { return &EndpointsExpectation{} },
 	}, plugins.expectations...)
 }
 

@@ -20,10 +20,10 @@ type patchError struct {
 
 func (e *patchError) Error() string { return e.Msg }
 
-// mergePatch applies a strategic merge patch, written as YAML, to cur and
+// MergePatch applies a strategic merge patch, written as YAML, to cur and
 // decodes the result strictly: an unknown or mistyped field is an error, as
 // the API server's strict field validation makes it.
-func mergePatch(cur runtime.Object, patch *yaml.Node) (runtime.Object, error) {
+func MergePatch(cur runtime.Object, patch *yaml.Node) (runtime.Object, error) {
 	if patch.Kind != yaml.MappingNode {
 		return nil, &patchError{Msg: fmt.Sprintf("want a mapping (the fields to change), got a %s", kindName(patch))}
 	}
@@ -66,9 +66,9 @@ func mergePatch(cur runtime.Object, patch *yaml.Node) (runtime.Object, error) {
 	return obj, nil
 }
 
-// patchEndpoint sets one endpoint's conditions; it reports whether the slice
+// PatchEndpoint sets one endpoint's conditions; it reports whether the slice
 // has that endpoint.
-func patchEndpoint(s *discovery.EndpointSlice, ip string, c *Conditions) bool {
+func PatchEndpoint(s *discovery.EndpointSlice, ip string, c *Conditions) bool {
 	found := false
 	for i := range s.Endpoints {
 		e := &s.Endpoints[i]

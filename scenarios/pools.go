@@ -118,8 +118,8 @@ func (s *Scenario) NodeScenario(name string) (*Scenario, error) {
 	return nil, fmt.Errorf("%s: no node %q in cluster.pools", s.File, name)
 }
 
-// uniform is a seeded draw in [0, 1) for node i's variation of one kind.
-func uniform(seed uint64, i, kind int) float64 {
+// Uniform is a seeded draw in [0, 1) for node i's variation of one kind.
+func Uniform(seed uint64, i, kind int) float64 {
 	return float64(mix64(seed^mix64(uint64(i)*8+uint64(kind)))>>11) / (1 << 53)
 }
 
@@ -268,10 +268,10 @@ func (d *decoder) validatePools(s *Scenario) {
 			np := proxy
 			np.NodeName = clustergen.NodeName(idx)
 			np.Zone = pl.Zone
-			np.SyncCost.Speed = speedMin + (speedMax-speedMin)*uniform(seed, idx, 0)
+			np.SyncCost.Speed = speedMin + (speedMax-speedMin)*Uniform(seed, idx, 0)
 			np.SyncCost.Jitter = jitter
 			np.SyncCost.JitterSeed = mix64(seed ^ mix64(uint64(idx)*8+1))
-			delay := delayMin + time.Duration(math.Floor(float64(delayMax-delayMin)*uniform(seed, idx, 2)))
+			delay := delayMin + time.Duration(math.Floor(float64(delayMax-delayMin)*Uniform(seed, idx, 2)))
 			if idx == 0 {
 				delay = 0
 			}

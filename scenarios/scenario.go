@@ -211,7 +211,7 @@ func (s *Scenario) Length() time.Duration {
 		}
 		// Load refused every sum that would overflow.
 		for _, a := range st.Actions {
-			if c, ok := a.(*churnStep); ok && c.Churn != nil && st.At != nil {
+			if c, ok := a.(*ChurnStep); ok && c.Churn != nil && st.At != nil {
 				if e, ok := churnEnd(*st.At, c.Churn.Count, c.Churn.Every); ok && e.D() > end {
 					end = e.D()
 				}

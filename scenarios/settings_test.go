@@ -30,7 +30,7 @@ func TestWithSettingsReplacesAddsAndRevalidates(t *testing.T) {
 	if got := s.Proxy.SyncCost.Fixed.String(); got != "50ms" {
 		t.Errorf("syncCost.fixed %s, want 50ms", got)
 	}
-	if c := s.Timeline[0].Actions[0].(*churnStep).Churn; c.Count != 4 {
+	if c := s.Timeline[0].Actions[0].(*ChurnStep).Churn; c.Count != 4 {
 		t.Errorf("churn count %d, want 4", c.Count)
 	}
 	// The original is untouched, and the copy is the same story otherwise.
@@ -71,28 +71,6 @@ func TestWithSettingsRefusesBadPathsAndValues(t *testing.T) {
 	_, err = base.WithSettings([]Setting{{"proxy.minSyncPeriod", "1m"}, {"proxy.version", "v1.34.0"}})
 	if err == nil || !strings.HasPrefix(err.Error(), "proxy.minSyncPeriod=1m with proxy.version=v1.34.0: proxy.syncPeriod: syncPeriod 30s is shorter") {
 		t.Errorf("clash: %v", err)
-	}
-}
-
-func TestSummarizeReadsTheReplay(t *testing.T) {
-	s, err := LoadLibrary("rolling-update-batch-1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Replay(s, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := Summarize(res)
-	if sum.Syncs != len(res.Runs) || sum.DataplaneOps == 0 || sum.Programming == 0 || sum.Programming != len(res.Programming) {
-		t.Fatalf("summary %+v", sum)
-	}
-	var mx float64
-	for _, p := range res.Programming {
-		mx = max(mx, p.Value.Seconds())
-	}
-	if sum.Max.Seconds() != mx || sum.P50 <= 0 || sum.P50 > sum.P99 || len(sum.Failures) != 0 {
-		t.Errorf("summary %+v, largest observation %vs", sum, mx)
 	}
 }
 

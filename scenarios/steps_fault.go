@@ -1,17 +1,15 @@
 package scenarios
 
-import "fmt"
-
-// faultStep injects failures: the mode's own (dataplane operations that
+// FaultStep injects failures: the mode's own (dataplane operations that
 // fail, say) and a broken watch.
-type faultStep struct {
+type FaultStep struct {
 	Fault *Fault `yaml:"fault"`
 }
 
 // FaultOf is the Fault a `fault:` step's action injects; nil for any
 // other action.
 func FaultOf(a Action) *Fault {
-	if fs, ok := a.(*faultStep); ok {
+	if fs, ok := a.(*FaultStep); ok {
 		return fs.Fault
 	}
 	return nil
@@ -21,10 +19,10 @@ func FaultOf(a Action) *Fault {
 // Parts) and no watch break: what is left of f when a replay cannot honour
 // the rest (scenarios/bubble).
 func (f *Fault) Only(parts []Action) Action {
-	return &faultStep{Fault: &Fault{Src: f.Src, Parts: parts, keys: f.keys}}
+	return &FaultStep{Fault: &Fault{Src: f.Src, Parts: parts, keys: f.keys}}
 }
 
-func (fs *faultStep) Validate(v *Validator) {
+func (fs *FaultStep) Validate(v *Validator) {
 	f := fs.Fault
 	if f == nil {
 		return
@@ -35,21 +33,4 @@ func (fs *faultStep) Validate(v *Validator) {
 	if len(f.Parts) == 0 && f.WatchBreak == nil {
 		v.Errorf(Pos{f.Src.Line, f.Src.Column, f.Src.Path}, "a fault needs %s", orList(append(append([]string(nil), f.keys...), "watchBreak")))
 	}
-}
-
-func (fs *faultStep) Do(r *Run) error {
-	f := fs.Fault
-	if f == nil {
-		return nil
-	}
-	for _, p := range f.Parts {
-		if err := p.Do(r); err != nil {
-			return err
-		}
-	}
-	if d := f.WatchBreak; d != nil {
-		r.Step("fault", "", fmt.Sprintf("watch breaks for %v", d))
-		r.World().BreakWatch(d.D())
-	}
-	return nil
 }

@@ -1,38 +1,33 @@
 package scenarios
 
 import (
-	"fmt"
 	"net"
 
 	"go.yaml.in/yaml/v3"
 	discovery "k8s.io/api/discovery/v1"
 )
 
-// applyStep creates or updates objects: `apply: MANIFEST` or a list.
-type applyStep struct {
+// ApplyStep creates or updates objects: `apply: MANIFEST` or a list.
+type ApplyStep struct {
 	Apply   yaml.Node `yaml:"apply"`
 	Src     Src
-	objects []Object
+	Objects []Object
 }
 
-func (a *applyStep) Validate(v *Validator) {
-	a.objects = v.objects(&a.Apply, a.Src.At("apply").Path, false)
+func (a *ApplyStep) Validate(v *Validator) {
+	a.Objects = v.objects(&a.Apply, a.Src.At("apply").Path, false)
 }
 
-func (a *applyStep) Do(r *Run) error { return r.apply("apply", a.objects) }
-
-// updateStep updates objects that must exist: `update: MANIFEST`.
-type updateStep struct {
+// UpdateStep updates objects that must exist: `update: MANIFEST`.
+type UpdateStep struct {
 	Update  yaml.Node `yaml:"update"`
 	Src     Src
-	objects []Object
+	Objects []Object
 }
 
-func (u *updateStep) Validate(v *Validator) {
-	u.objects = v.objects(&u.Update, u.Src.At("update").Path, true)
+func (u *UpdateStep) Validate(v *Validator) {
+	u.Objects = v.objects(&u.Update, u.Src.At("update").Path, true)
 }
-
-func (u *updateStep) Do(r *Run) error { return r.apply("update", u.objects) }
 
 // objects decodes the manifests of an apply or update and records them in
 // the timeline's state.
@@ -49,23 +44,13 @@ func (v *Validator) objects(n *yaml.Node, path string, update bool) []Object {
 	return out
 }
 
-func (r *Run) apply(op string, objects []Object) error {
-	for _, o := range objects {
-		r.Step(op, o.Key, "")
-		if err := r.World().Apply(o.Obj); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// patchStep changes part of an existing object.
-type patchStep struct {
+// PatchStep changes part of an existing object.
+type PatchStep struct {
 	Patch *Patch `yaml:"patch"`
 	Src   Src
 }
 
-func (ps *patchStep) Validate(v *Validator) {
+func (ps *PatchStep) Validate(v *Validator) {
 	pt, d := ps.Patch, v.d
 	if pt == nil {
 		return
@@ -94,39 +79,12 @@ func (ps *patchStep) Validate(v *Validator) {
 	}
 }
 
-func (ps *patchStep) Do(r *Run) error {
-	p := ps.Patch
-	if p == nil {
-		return nil
-	}
-	r.Step("patch", KeyOf(p.Kind, p.Namespace, p.Name), "")
-	ns := namespaceOf(p.Kind, p.Namespace)
-	w := r.World()
-	cur, err := w.Get(p.Kind, [2]string{ns, p.Name})
-	if err != nil {
-		return err
-	}
-	if p.Endpoint != "" {
-		s := cur.(*discovery.EndpointSlice).DeepCopy()
-		if !patchEndpoint(s, p.Endpoint, p.Conditions) {
-			return fmt.Errorf("patch: %s has no endpoint %s", KeyOf(p.Kind, ns, p.Name), p.Endpoint)
-		}
-		return w.Update(s)
-	}
-	out, err := mergePatch(cur, p.Merge)
-	if err != nil {
-		return fmt.Errorf("patch %s: %w", KeyOf(p.Kind, ns, p.Name), err)
-	}
-	defaultAndValidate(out)
-	return w.Update(out)
-}
-
-// deleteStep deletes an object.
-type deleteStep struct {
+// DeleteStep deletes an object.
+type DeleteStep struct {
 	Delete *ObjectRef `yaml:"delete"`
 }
 
-func (ds *deleteStep) Validate(v *Validator) {
+func (ds *DeleteStep) Validate(v *Validator) {
 	del := ds.Delete
 	if del == nil {
 		return
@@ -143,18 +101,4 @@ func (ds *deleteStep) Validate(v *Validator) {
 		}
 	}
 	v.forget(key)
-}
-
-func (ds *deleteStep) Do(r *Run) error {
-	d := ds.Delete
-	if d == nil {
-		return nil
-	}
-	ns := namespaceOf(d.Kind, d.Namespace)
-	if d.GracePeriod != nil && d.GracePeriod.D() > 0 {
-		r.Step("delete", KeyOf(d.Kind, ns, d.Name), "grace period "+d.GracePeriod.String())
-		return r.gracefulDelete(ns, d.Name, d.GracePeriod.D())
-	}
-	r.Step("delete", KeyOf(d.Kind, ns, d.Name), "")
-	return r.World().Delete(d.Kind, ns, d.Name)
 }

@@ -1,8 +1,6 @@
 package scenarios
 
 import (
-	"fmt"
-
 	"github.com/proxysim/proxysim/sim/runner"
 )
 
@@ -11,19 +9,19 @@ import (
 // outside a sync (burst generation), stopping the loop, and failing syncs.
 
 func init() {
-	RegisterAction(func() Action { return &runStep{} })
-	RegisterAction(func() Action { return &retryAfterStep{} })
-	RegisterAction(func() Action { return &stopStep{} })
-	RegisterFault(func() Action { return &syncsFault{} })
+	RegisterAction(func() Action { return &RunStep{} })
+	RegisterAction(func() Action { return &RetryAfterStep{} })
+	RegisterAction(func() Action { return &StopStep{} })
+	RegisterFault(func() Action { return &SyncsFault{} })
 }
 
-// runStep asks the runner for a run: `run: true`.
-type runStep struct {
+// RunStep asks the runner for a run: `run: true`.
+type RunStep struct {
 	Run *bool `yaml:"run"`
 	Src Src
 }
 
-func (s *runStep) Validate(v *Validator) {
+func (s *RunStep) Validate(v *Validator) {
 	if s.Run != nil && !*s.Run {
 		v.Errorf(s.Src.At("run"), "run: false asks for nothing; write run: true or leave it out")
 	}
@@ -32,29 +30,20 @@ func (s *runStep) Validate(v *Validator) {
 
 // checkRunning refuses a runner action after a stop step: nothing would
 // hear it until a restart.
-func (s *runStep) checkRunning(v *Validator, given bool, key string) {
+func (s *RunStep) checkRunning(v *Validator, given bool, key string) {
 	if given && stoppedAt(v) {
 		v.Errorf(s.Src.At(key), "the runner was stopped by an earlier stop step (restart the proxy first)")
 	}
 }
 
-func (s *runStep) Do(r *Run) error {
-	if s.Run == nil || !*s.Run {
-		return nil
-	}
-	r.Step("run", "", "Run()")
-	r.World().RequestRun()
-	return nil
-}
-
-// retryAfterStep calls RetryAfter(D): `retryAfter: 5s`. Only the burst
+// RetryAfterStep calls RetryAfter(D): `retryAfter: 5s`. Only the burst
 // generation (kube-proxy up to v1.33) has it.
-type retryAfterStep struct {
+type RetryAfterStep struct {
 	RetryAfter *Duration `yaml:"retryAfter"`
 	Src        Src
 }
 
-func (s *retryAfterStep) Validate(v *Validator) {
+func (s *RetryAfterStep) Validate(v *Validator) {
 	if s.RetryAfter == nil {
 		return
 	}
@@ -66,17 +55,9 @@ func (s *retryAfterStep) Validate(v *Validator) {
 	}
 }
 
-func (s *retryAfterStep) Do(r *Run) error {
-	if s.RetryAfter == nil {
-		return nil
-	}
-	r.Step("retryAfter", "", fmt.Sprintf("RetryAfter(%v)", s.RetryAfter))
-	return r.World().RetryAfter(s.RetryAfter.D())
-}
-
-// stopStep stops the runner's loop: `stop: true`. A later restart builds a
+// StopStep stops the runner's loop: `stop: true`. A later restart builds a
 // new proxy with a running runner.
-type stopStep struct {
+type StopStep struct {
 	Stop *bool `yaml:"stop"`
 	Src  Src
 }
@@ -89,7 +70,7 @@ func stoppedAt(v *Validator) bool {
 	return *v.Scratch(stoppedKey{}, func() any { return new(bool) }).(*bool)
 }
 
-func (s *stopStep) Validate(v *Validator) {
+func (s *StopStep) Validate(v *Validator) {
 	if s.Stop == nil {
 		return
 	}
@@ -100,34 +81,16 @@ func (s *stopStep) Validate(v *Validator) {
 	*v.Scratch(stoppedKey{}, func() any { return new(bool) }).(*bool) = true
 }
 
-func (s *stopStep) Do(r *Run) error {
-	if s.Stop == nil || !*s.Stop {
-		return nil
-	}
-	r.Step("stop", "", "")
-	r.World().StopRunner()
-	return nil
-}
-
-// syncsFault fails the next N runner runs, then lets them succeed again:
+// SyncsFault fails the next N runner runs, then lets them succeed again:
 // `fault: {syncs: N}`. A failed run programs nothing; the runner's retry
 // rules apply.
-type syncsFault struct {
+type SyncsFault struct {
 	Syncs *int `yaml:"syncs"`
 	Src   Src
 }
 
-func (f *syncsFault) Validate(v *Validator) {
+func (f *SyncsFault) Validate(v *Validator) {
 	if f.Syncs != nil && *f.Syncs < 1 {
 		v.Errorf(f.Src.At("syncs"), "want at least 1 failing sync, got %d", *f.Syncs)
 	}
-}
-
-func (f *syncsFault) Do(r *Run) error {
-	if f.Syncs == nil || *f.Syncs < 1 {
-		return nil
-	}
-	r.Step("fault", "", fmt.Sprintf("next %d syncs fail", *f.Syncs))
-	r.World().FailSyncs(*f.Syncs)
-	return nil
 }

@@ -159,21 +159,12 @@ func (v *Validator) generationOf() runner.Generation {
 	return g
 }
 
-// syncCostStep changes the sync cost from this instant on: a schedule of
+// SyncCostStep changes the sync cost from this instant on: a schedule of
 // costs along the timeline (`syncCost: 5s` or any form proxy.syncCost takes).
-type syncCostStep struct {
+type SyncCostStep struct {
 	SyncCost *SyncCost `yaml:"syncCost"`
 }
 
-func init() { RegisterAction(func() Action { return &syncCostStep{} }) }
+func init() { RegisterAction(func() Action { return &SyncCostStep{} }) }
 
-func (*syncCostStep) Validate(*Validator) {}
-
-func (s *syncCostStep) Do(r *Run) error {
-	if s.SyncCost == nil {
-		return nil
-	}
-	r.Step("syncCost", "", "")
-	r.World().SetCost(s.SyncCost.Model())
-	return nil
-}
+func (*SyncCostStep) Validate(*Validator) {}

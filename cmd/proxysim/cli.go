@@ -24,6 +24,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the iptables mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // the IPVS mode, the default
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode" // the nftables mode
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // Exit codes.
@@ -115,14 +116,14 @@ or memory budget, 4 an internal error of proxysim.`,
 	ld := &loader{warnings: stderr}
 	var maxEvents int
 	var maxMemoryMiB int64
-	budgets := func(o scenarios.Options) scenarios.Options {
+	budgets := func(o replay.Options) replay.Options {
 		o.MaxEvents, o.MaxMemory = maxEvents, maxMemoryMiB<<20
-		debug.SetMemoryLimit(scenarios.GCLimit(o.MaxMemory))
+		debug.SetMemoryLimit(replay.GCLimit(o.MaxMemory))
 		return o
 	}
 	var out replayOutput
 	var shardArg, shardFile string
-	replay := &cobra.Command{
+	replayCmd := &cobra.Command{
 		Use:   "replay FILE|FOLDER|NAME...",
 		Short: "Replay scenarios and check their expectations",
 		Long: `replay replays each scenario named (a file, a bundled scenario's name, or a
@@ -186,7 +187,7 @@ of its budget.`,
 				return err
 			}
 			if shardArg != "" {
-				return replayShard(shardArg, shardFile, list, budgets(scenarios.Options{Dataplane: factory}), stdout, stderr)
+				return replayShard(shardArg, shardFile, list, budgets(replay.Options{Dataplane: factory}), stdout, stderr)
 			}
 			if list = out.keep(list, stderr); len(list) == 0 {
 				return out.finish(stdout)
@@ -217,7 +218,7 @@ of its budget.`,
 				kt = &kernelTimes{profile: p}
 			}
 			for _, s := range list {
-				opts := budgets(scenarios.Options{Dataplane: factory, Update: update})
+				opts := budgets(replay.Options{Dataplane: factory, Update: update})
 				opts.Progress = func(d time.Duration) {
 					prog.show(func() string { return replayLine(s.Name, d, s.Length()) })
 				}
@@ -229,7 +230,7 @@ of its budget.`,
 					d := time.Duration(*metricsAt)
 					opts.MetricsAt = &d
 				}
-				res, err := scenarios.Replay(s, opts)
+				res, err := replay.Replay(s, opts)
 				prog.done()
 				out.record(s, res, err)
 				if err != nil {
@@ -247,7 +248,7 @@ of its budget.`,
 					}
 				}
 				if out.text() {
-					scenarios.Report(stdout, res, verbose)
+					replay.Report(stdout, res, verbose)
 				}
 				if kt != nil && lastKernel != nil {
 					kt.report(stdout, s, res, lastKernel.SyncKernelTimes())
@@ -269,16 +270,16 @@ of its budget.`,
 			return nil
 		},
 	}
-	out.flags(replay)
-	replay.Flags().StringVar(&shardArg, "shard", "", "I/N: replay only the nodes of cluster.pools whose index is I modulo N and write the shard's file for 'proxysim cluster merge'; /N reads I from JOB_COMPLETION_INDEX")
-	replay.Flags().StringVarP(&shardFile, "output", "o", "", "with --shard, write the shard's JSON file to FILE instead of standard output")
-	replay.Flags().StringVar(&kernelProfile, "kernel-times", "", "with --dataplane netns, print each sync's measured kernel time beside what this cost profile (a built-in name or a JSON file) predicts, and the median error")
-	replay.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
-	replay.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
-	replay.Flags().BoolVar(&update, "update", false, "rewrite goldens (each mode's blocks and files: ipvs, iptables, nftables) with what the replay produced")
-	replay.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace, with each sync's work (run.work)")
-	replay.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
-	replay.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
+	out.flags(replayCmd)
+	replayCmd.Flags().StringVar(&shardArg, "shard", "", "I/N: replay only the nodes of cluster.pools whose index is I modulo N and write the shard's file for 'proxysim cluster merge'; /N reads I from JOB_COMPLETION_INDEX")
+	replayCmd.Flags().StringVarP(&shardFile, "output", "o", "", "with --shard, write the shard's JSON file to FILE instead of standard output")
+	replayCmd.Flags().StringVar(&kernelProfile, "kernel-times", "", "with --dataplane netns, print each sync's measured kernel time beside what this cost profile (a built-in name or a JSON file) predicts, and the median error")
+	replayCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake (in memory), netns (this kernel, needs root, and ip_vs for mode ipvs, iptables for mode iptables, nft for mode nftables), vm (Debian's kernel in QEMU)")
+	replayCmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy (run as xtables-nft-multi or xtables-legacy-multi; the host's alternatives are not used)")
+	replayCmd.Flags().BoolVar(&update, "update", false, "rewrite goldens (each mode's blocks and files: ipvs, iptables, nftables) with what the replay produced")
+	replayCmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the whole trace, with each sync's work (run.work)")
+	replayCmd.Flags().StringVar(&metricsFile, "metrics", "", "write kube-proxy's metrics (Prometheus text format, virtual time) to FILE at the end of the replay")
+	replayCmd.Flags().Var(&metricsAtFlag{&metricsAt}, "metrics-at", "with --metrics, take them at this virtual instant (e.g. 90s) instead of the end")
 
 	var printObjects bool
 	validate := &cobra.Command{
@@ -320,7 +321,7 @@ of its budget.`,
 			}
 			// The trace streams out as it is made: a long replay holds
 			// only the tail a failure shows.
-			res, err := scenarios.Replay(list[0], budgets(scenarios.Options{Dataplane: factory, TraceStream: stdout, TraceKeep: traceTail, TraceWork: traceWork}))
+			res, err := replay.Replay(list[0], budgets(replay.Options{Dataplane: factory, TraceStream: stdout, TraceKeep: traceTail, TraceWork: traceWork}))
 			if err != nil {
 				return fail(exitCannotRun, err)
 			}
@@ -333,9 +334,9 @@ of its budget.`,
 	traceCmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns")
 	traceCmd.Flags().BoolVar(&traceWork, "work", false, "add a run.work event after each sync: what it wrote to the dataplane and read back (docs/sync-work.md)")
 	traceCmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy")
-	for _, c := range []*cobra.Command{replay, traceCmd} {
-		c.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
-		c.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a replay (exit 3) when its live heap passes this many MiB")
+	for _, c := range []*cobra.Command{replayCmd, traceCmd} {
+		c.Flags().IntVar(&maxEvents, "max-events", replay.DefaultMaxEvents, "stop a replay (exit 3) after this many trace events and clock steps")
+		c.Flags().Int64Var(&maxMemoryMiB, "max-memory", replay.DefaultMaxMemory>>20, "stop a replay (exit 3) when its live heap passes this many MiB")
 		// A budget of zero or less would mean "stop at once" or wrap
 		// around: it is a mistake in the command line, refused before
 		// anything runs.
@@ -388,7 +389,7 @@ of its budget.`,
 	vmCmd.Flags().DurationVar(&vmTimeout, "timeout", 10*time.Minute, "bound on the whole VM run")
 	vmCmd.Flags().StringVar(&release, "release", "", "Debian release whose cloud kernel to boot (default: the host's, bookworm; also bullseye, trixie)")
 	root.PersistentFlags().BoolVar(&ld.strict, "strict", false, "refuse objects of kinds proxysim does not model in cluster dumps, and unknown or duplicated fields in kube-proxy's configuration (otherwise skipped, or read leniently as kube-proxy reads them, with a warning)")
-	root.AddCommand(replay, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld), newMigrate(stdout, stderr), newCalibrate(stdout, stderr), newCluster(stdout))
+	root.AddCommand(replayCmd, validate, traceCmd, list, show, vmCmd, newDoctor(stdout), newImport(stdout, stderr, &ld.strict), newSweep(stdout, stderr, ld), newReport(stdout, ld), newMigrate(stdout, stderr), newCalibrate(stdout, stderr), newCluster(stdout))
 	return root
 }
 

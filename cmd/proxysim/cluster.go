@@ -8,11 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // replayShard replays one cluster scenario's shard (replay --shard) and
 // writes its file.
-func replayShard(arg, file string, list []*scenarios.Scenario, opts scenarios.Options, stdout, stderr io.Writer) error {
+func replayShard(arg, file string, list []*scenarios.Scenario, opts replay.Options, stdout, stderr io.Writer) error {
 	sh, err := parseShard(arg, os.Getenv("JOB_COMPLETION_INDEX"))
 	if err != nil {
 		return fail(exitInvalid, err)
@@ -24,8 +25,8 @@ func replayShard(arg, file string, list []*scenarios.Scenario, opts scenarios.Op
 	if len(s.Nodes()) == 0 {
 		return fail(exitInvalid, fmt.Errorf("--shard %s: %s has no cluster.pools: only a cluster's nodes are sharded", arg, s.Name))
 	}
-	opts.Shard = scenarios.Shard{Index: sh.Index, Count: sh.Count}
-	res, err := scenarios.Replay(s, opts)
+	opts.Shard = replay.Shard{Index: sh.Index, Count: sh.Count}
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "ERROR %s: %v\n", s.Name, err)
 		return fail(exitCannotRun, nil)
@@ -64,19 +65,19 @@ Exit codes: 0 every expectation held, 1 an expectation failed, 2 invalid
 input.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var shards []*scenarios.ShardResult
+			var shards []*replay.ShardResult
 			for _, name := range args {
 				data, err := os.ReadFile(name)
 				if err != nil {
 					return fail(exitInvalid, err)
 				}
-				r, err := scenarios.ReadShard(name, data)
+				r, err := replay.ReadShard(name, data)
 				if err != nil {
 					return fail(exitInvalid, err)
 				}
 				shards = append(shards, r)
 			}
-			rep, err := scenarios.MergeShards(args, shards)
+			rep, err := replay.MergeShards(args, shards)
 			if err != nil {
 				return fail(exitInvalid, err)
 			}

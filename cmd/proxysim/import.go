@@ -8,6 +8,7 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/clusterimport"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // newImport is `proxysim import`: a scenario skeleton for one node of a
@@ -37,7 +38,7 @@ scenario when they are elsewhere. The scenario replays green; add steps.`,
 			}
 			s := imp.Scenario
 			fmt.Fprintf(stdout, "wrote %s: node %s, mode %s, kube-proxy %s, %d objects\n", o.Output, s.Proxy.NodeName, s.Proxy.Mode, s.Proxy.Version, len(s.Initial))
-			scenarios.Report(stdout, imp.Result, false)
+			replay.Report(stdout, imp.Result, false)
 			if !imp.Result.Passed() {
 				return fail(exitFail, nil)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/costprofile"
 )
 
@@ -31,7 +32,7 @@ func loadProfileArg(arg string) (*costprofile.Profile, error) {
 
 // report prints the replay's syncs; the kernel's segments are matched to
 // the syncs that reported work, in order.
-func (k *kernelTimes) report(w io.Writer, s *scenarios.Scenario, res *scenarios.Result, times []netns.KernelTime) {
+func (k *kernelTimes) report(w io.Writer, s *scenarios.Scenario, res *replay.Result, times []netns.KernelTime) {
 	part := costprofile.NFTables
 	switch s.Proxy.Mode {
 	case iptablesmode.Name:

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // metricsAtFlag is --metrics-at: a virtual instant from the proxy's start.
@@ -33,7 +33,7 @@ func (f *metricsAtFlag) Set(s string) error {
 func (f *metricsAtFlag) Type() string { return "duration" }
 
 // writeMetrics writes the replay's kube-proxy metrics exposition to file.
-func writeMetrics(file string, res *scenarios.Result) error {
+func writeMetrics(file string, res *replay.Result) error {
 	if res.Metrics == nil {
 		return fmt.Errorf("%s: mode %q has no kube-proxy metrics", res.Scenario.Name, res.Scenario.Proxy.Mode)
 	}

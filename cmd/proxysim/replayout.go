@@ -16,6 +16,7 @@ import (
 
 	"github.com/proxysim/proxysim/netns/vm"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/suite"
 )
 
@@ -184,7 +185,7 @@ func folderArgs(args []string, warn io.Writer) ([]string, error) {
 }
 
 // record adds a replay's outcome to the report.
-func (o *replayOutput) record(s *scenarios.Scenario, res *scenarios.Result, err error) {
+func (o *replayOutput) record(s *scenarios.Scenario, res *replay.Result, err error) {
 	if err != nil {
 		o.report.Add(suite.FromError(s, err))
 		return

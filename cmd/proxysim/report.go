@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/report"
 )
 
@@ -57,8 +57,8 @@ anyway).`,
 			if err != nil {
 				return err
 			}
-			opts := scenarios.Options{Dataplane: factory, MaxEvents: maxEvents, MaxMemory: maxMemoryMiB << 20}
-			debug.SetMemoryLimit(scenarios.GCLimit(opts.MaxMemory))
+			opts := replay.Options{Dataplane: factory, MaxEvents: maxEvents, MaxMemory: maxMemoryMiB << 20}
+			debug.SetMemoryLimit(replay.GCLimit(opts.MaxMemory))
 			tl, res, err := report.Replay(list[0], opts)
 			if err != nil {
 				return fail(exitCannotRun, err)
@@ -77,7 +77,7 @@ anyway).`,
 				}
 				// The page holds the details: here, the verdict and where.
 				var verdict bytes.Buffer
-				scenarios.Report(&verdict, res, false)
+				replay.Report(&verdict, res, false)
 				first, _, _ := strings.Cut(verdict.String(), "\n")
 				fmt.Fprintln(stdout, first)
 				for _, f := range res.Failures {
@@ -94,8 +94,8 @@ anyway).`,
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the page to write (- for stdout)")
 	cmd.Flags().StringVar(&dataplane, "dataplane", "fake", "dataplane to program: fake or netns (as replay)")
 	cmd.Flags().StringVar(&netnsIPTables, "iptables", netnsIPTables, "with --dataplane netns, the iptables backend for mode iptables: nft or legacy")
-	cmd.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop the replay (exit 3) after this many trace events and clock steps")
-	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop the replay (exit 3) when its live heap passes this many MiB")
+	cmd.Flags().IntVar(&maxEvents, "max-events", replay.DefaultMaxEvents, "stop the replay (exit 3) after this many trace events and clock steps")
+	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", replay.DefaultMaxMemory>>20, "stop the replay (exit 3) when its live heap passes this many MiB")
 	cmd.Flags().IntVar(&maxMarks, "max-marks", report.DefaultMaxMarks, "events the page holds one by one; past it the busiest lanes are thinned evenly (failures kept) and drawn from exact counts when zoomed out")
 	return cmd
 }

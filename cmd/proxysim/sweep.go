@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/sweep"
 )
 
@@ -86,8 +86,8 @@ says why) or an output could not be written.`,
 			if err != nil {
 				return fail(exitInvalid, err)
 			}
-			ro := scenarios.Options{MaxEvents: maxEvents, MaxMemory: maxMemoryMiB << 20}
-			debug.SetMemoryLimit(scenarios.GCLimit(ro.MaxMemory))
+			ro := replay.Options{MaxEvents: maxEvents, MaxMemory: maxMemoryMiB << 20}
+			debug.SetMemoryLimit(replay.GCLimit(ro.MaxMemory))
 			prog := newProgress(stderr, isTerminal, time.Now)
 			rep := sw.Run(shard, sweep.RunOptions{Replay: ro, Workers: workers, Progress: func(done, total int) {
 				prog.show(func() string { return sweepLine(base.Name, done, total) })
@@ -107,8 +107,8 @@ says why) or an output could not be written.`,
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "points replayed at once")
 	// The default depends on the machine; the generated CLI reference says so.
 	_ = cmd.Flags().SetAnnotation("workers", docsDefault, []string{"GOMAXPROCS"})
-	cmd.Flags().IntVar(&maxEvents, "max-events", scenarios.DefaultMaxEvents, "stop a point's replay (its row says so; exit 3) after this many trace events and clock steps")
-	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", scenarios.DefaultMaxMemory>>20, "stop a point's replay when the process's live heap (shared by the points replaying at once) passes this many MiB")
+	cmd.Flags().IntVar(&maxEvents, "max-events", replay.DefaultMaxEvents, "stop a point's replay (its row says so; exit 3) after this many trace events and clock steps")
+	cmd.Flags().Int64Var(&maxMemoryMiB, "max-memory", replay.DefaultMaxMemory>>20, "stop a point's replay when the process's live heap (shared by the points replaying at once) passes this many MiB")
 	out.flags(cmd)
 
 	merge := &cobra.Command{

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 var sweepSets = []string{"--set", "proxy.minSyncPeriod=0s,1s,10s", "--set", "proxy.version=v1.33.0,v1.34.0"}
@@ -229,7 +230,7 @@ func TestReplayReportsTheVirtualTimeReached(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []time.Duration
-	if _, err := scenarios.Replay(s, scenarios.Options{Progress: func(d time.Duration) { seen = append(seen, d) }}); err != nil {
+	if _, err := replay.Replay(s, replay.Options{Progress: func(d time.Duration) { seen = append(seen, d) }}); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) < 10 || seen[len(seen)-1] != s.Length() {

@@ -27,6 +27,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/controllers" // the library's controller stories
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
 	"github.com/proxysim/proxysim/sim/vclock"
 )
@@ -148,7 +149,7 @@ func configOf(s *scenarios.Scenario, backend netns.IPTablesBackend) (proxyConfig
 	if s.Proxy.SyncPeriod != nil {
 		c.SyncPeriod = s.Proxy.SyncPeriod.D()
 	}
-	c.MinSyncPeriod = scenarios.RunnerConfig(s.Proxy).MinInterval
+	c.MinSyncPeriod = replay.RunnerConfig(s.Proxy).MinInterval
 	if c.MinSyncPeriod == 0 {
 		// kube-proxy reads a 0s minSyncPeriod as unset (1s); proxysim's
 		// unset is 0, no cooldown: 1ns is that, in a form kube-proxy keeps.

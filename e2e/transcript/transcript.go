@@ -22,6 +22,7 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -101,7 +102,7 @@ type Transcript struct {
 	// reproduce, with the reason; empty when it can replay them all.
 	Unsupported []string
 	// Result is proxysim's own verdict on the scenario.
-	Result *scenarios.Result
+	Result *replay.Result
 	// Cost is the world's sync cost model for its node, as the replay
 	// started with it (scenario and pool variation): what each runner run
 	// cost (sim.CostModel.RunCost), for a Charge to charge the other side.
@@ -177,7 +178,7 @@ func RecordWith(s *scenarios.Scenario, o Options) (t *Transcript, err error) {
 	// start, counted from its initial sync's.
 	var heard []int
 	toProxy, base := 0, 0
-	opts := scenarios.Options{
+	opts := replay.Options{
 		Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 			d, err := mode.Fake(s, clk)
 			dp = d
@@ -230,7 +231,7 @@ func RecordWith(s *scenarios.Scenario, o Options) (t *Transcript, err error) {
 			return w.Subscribe(rec)
 		},
 	}
-	res, err := scenarios.Replay(s, opts)
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/controllers"
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 var (
@@ -345,7 +346,7 @@ func (t *iptTarget) Syncs() []transcript.Observed { return t.log.Syncs() }
 // minSyncPeriodOf is what proxysim's runner gets: proxy.minSyncPeriod as
 // written (0 when unset, as scenarios.RunnerConfig reads it).
 func minSyncPeriodOf(s *scenarios.Scenario) time.Duration {
-	return scenarios.RunnerConfig(s.Proxy).MinInterval
+	return replay.RunnerConfig(s.Proxy).MinInterval
 }
 
 func syncPeriodOf(s *scenarios.Scenario) time.Duration {

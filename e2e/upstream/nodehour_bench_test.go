@@ -22,6 +22,7 @@ import (
 
 	"github.com/proxysim/proxysim/e2e/transcript"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 const (
@@ -136,7 +137,7 @@ func nodeHourReplay(b *testing.B, src string) (time.Duration, int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
+	res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
 	if err != nil {
 		b.Fatal(err)
 	}

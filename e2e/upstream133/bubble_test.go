@@ -50,6 +50,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 var (
@@ -287,7 +288,7 @@ func (t *iptTarget) Start(ctx context.Context, client kubernetes.Interface) (fun
 		nodeName = "node-a"
 	}
 	ctx = klog.NewContext(ctx, t.log.Logger())
-	p, err := kiptables.NewProxier(ctx, v1.IPv4Protocol, t.ipt, sysctltest.NewFake(), syncPeriod, scenarios.RunnerConfig(t.s.Proxy).MinInterval,
+	p, err := kiptables.NewProxier(ctx, v1.IPv4Protocol, t.ipt, sysctltest.NewFake(), syncPeriod, replay.RunnerConfig(t.s.Proxy).MinInterval,
 		set.MasqueradeAll, true, 14, detector, nodeName, firstIPv4(set.NodeIPs), nil, nil, nil, false)
 	if err != nil {
 		return nil, err

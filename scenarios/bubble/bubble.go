@@ -1,7 +1,7 @@
 // Package bubble replays a scenario against a proxy of one's own — one
 // proxysim does not run — inside a testing/synctest bubble: Replay.
 // The scenario's world (API server, controllers, timeline) runs as in
-// scenarios.Replay, its clock held in step with the bubble's; the proxy
+// replay.Replay, its clock held in step with the bubble's; the proxy
 // under test runs on its own goroutines, with its own informers, work
 // queues and timers on the real time package, which the bubble makes
 // virtual. Its dataplane is a fake of the scenario's mode, and the
@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -179,7 +180,7 @@ func (s Skipped) String() string {
 type Result struct {
 	Scenario *scenarios.Scenario
 	Env      string // the proxy's dataplane
-	Failures []scenarios.Failure
+	Failures []replay.Failure
 	Skipped  []Skipped
 	// Checks counts the evaluations of expect blocks.
 	Checks int
@@ -244,7 +245,7 @@ func ownProxyModes() []string {
 // bubble is one bubble replay's state; everything runs on the bubble's
 // root goroutine except the proxy under test and its onWrite calls.
 type bubble struct {
-	r      *scenarios.Replayer
+	r      *replay.Replayer
 	s      *scenarios.Scenario
 	od     OwnDataplane
 	model  scenarios.Dataplane // nil without Compare
@@ -282,12 +283,12 @@ func replayInBubble(s *scenarios.Scenario, mode scenarios.Mode, om OwnProxyMode,
 		}
 		defer b.model.Close()
 	}
-	ropts := scenarios.Options{Update: opts.Update, ContextLines: opts.ContextLines}
+	ropts := replay.Options{Update: opts.Update, ContextLines: opts.ContextLines}
 	var newBackend func(*sim.World) (proxy.Backend, error)
 	if b.model != nil {
 		newBackend = b.model.NewBackend
 	}
-	r, err := scenarios.NewReplayer(s, od, clk, newBackend, ropts)
+	r, err := replay.NewReplayer(s, od, clk, newBackend, ropts)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // SnapshotKeyer is implemented by a mode whose golden (its dataplane as
@@ -38,7 +39,7 @@ type ImportOptions struct {
 // Imported is what Import wrote and found.
 type Imported struct {
 	Scenario *scenarios.Scenario // as loaded after its goldens were filled in
-	Result   *scenarios.Result   // its replay
+	Result   *replay.Result      // its replay
 	Copied   []string            // input files copied next to the scenario, as "SRC to DST"
 	Warnings scenarios.Problems
 }
@@ -108,14 +109,14 @@ func Import(o ImportOptions) (imp *Imported, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := scenarios.Replay(first, scenarios.Options{Update: true, TraceKeep: 256}); err != nil {
+	if _, err := replay.Replay(first, replay.Options{Update: true, TraceKeep: 256}); err != nil {
 		return nil, err
 	}
 	final, err := scenarios.LoadWith(o.Output, scenarios.LoadOptions{Strict: o.Strict})
 	if err != nil {
 		return nil, err
 	}
-	res, err := scenarios.Replay(final, scenarios.Options{TraceKeep: 256})
+	res, err := replay.Replay(final, replay.Options{TraceKeep: 256})
 	if err != nil {
 		return nil, err
 	}

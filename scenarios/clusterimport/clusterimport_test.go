@@ -11,6 +11,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // clusters are the testdata clusters: a dump, a kube-proxy configuration,
@@ -73,7 +74,7 @@ func TestImportTestdataClusters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := scenarios.Replay(cs, scenarios.Options{})
+			res, err := replay.Replay(cs, replay.Options{})
 			if err != nil || !res.Passed() {
 				t.Fatalf("%s: %v %v", committed, err, res.Failures)
 			}

@@ -11,6 +11,7 @@ package controllers
 
 import (
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/controllers/endpoints"
 	"github.com/proxysim/proxysim/sim/controllers/endpointslice"
 )
@@ -57,7 +58,7 @@ func (e *EndpointSlice) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *EndpointSlice) Attach(r *scenarios.Run) error {
+func (e *EndpointSlice) Attach(r *replay.Run) error {
 	w := r.World()
 	var cfg endpointslice.Config
 	if e.BatchPeriod != nil {
@@ -87,7 +88,7 @@ func (e *Endpoints) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *Endpoints) Attach(r *scenarios.Run) error {
+func (e *Endpoints) Attach(r *replay.Run) error {
 	w := r.World()
 	var cfg endpoints.Config
 	if e.BatchPeriod != nil {

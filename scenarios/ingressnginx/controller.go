@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/ingress"
 )
 
@@ -108,7 +109,7 @@ func (s *Settings) config() ingress.Config {
 	return cfg
 }
 
-func (s *Settings) Attach(r *scenarios.Run) error {
+func (s *Settings) Attach(r *replay.Run) error {
 	c, err := ingress.New(r.World(), s.config())
 	if err != nil {
 		return err
@@ -121,7 +122,7 @@ func (s *Settings) Attach(r *scenarios.Run) error {
 }
 
 // of is the replay's controller.
-func of(r *scenarios.Run) *ingress.Controller {
+func of(r *replay.Run) *ingress.Controller {
 	c, _ := r.Controller(Key).(*ingress.Controller)
 	return c
 }
@@ -156,7 +157,7 @@ func (f *faults) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (f *faults) Do(r *scenarios.Run) error {
+func (f *faults) Do(r *replay.Run) error {
 	c := of(r)
 	if f.ReloadFailures != nil {
 		r.Step("fault", "", fmt.Sprintf("the next %d ingress-nginx reloads fail", *f.ReloadFailures))

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // reloadsExpect: the reloads so far (failed ones included), by the instant
@@ -28,7 +29,7 @@ func (e *reloadsExpect) Validate(v *scenarios.Validator) {
 	v.ValidateInstants(e.Reloads)
 }
 
-func (e *reloadsExpect) Check(r *scenarios.Run) {
+func (e *reloadsExpect) Check(r *replay.Run) {
 	if e.Reloads != nil {
 		r.CheckInstants("reloads", e.Reloads, of(r).Reloads())
 	}
@@ -47,7 +48,7 @@ func (e *dynamicExpect) Validate(v *scenarios.Validator) {
 	v.ValidateInstants(e.DynamicUpdates)
 }
 
-func (e *dynamicExpect) Check(r *scenarios.Run) {
+func (e *dynamicExpect) Check(r *replay.Run) {
 	if e.DynamicUpdates != nil {
 		r.CheckInstants("dynamicUpdates", e.DynamicUpdates, of(r).DynamicUpdates())
 	}
@@ -111,7 +112,7 @@ func (e *backendsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *backendsExpect) Check(r *scenarios.Run) {
+func (e *backendsExpect) Check(r *replay.Run) {
 	if e.IngressBackends == nil {
 		return
 	}
@@ -208,7 +209,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[max(n, 1)-1]
 }
 
-func (e *latencyExpect) Check(r *scenarios.Run) {
+func (e *latencyExpect) Check(r *replay.Run) {
 	l := e.IngressLatency
 	if l == nil {
 		return
@@ -296,7 +297,7 @@ func (e *metricsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *metricsExpect) Check(r *scenarios.Run) {
+func (e *metricsExpect) Check(r *replay.Run) {
 	m := e.IngressMetrics
 	if m == nil {
 		return

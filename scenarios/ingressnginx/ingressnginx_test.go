@@ -12,6 +12,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the library holds scenarios of every mode
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // ingressScenarios are the bundled scenarios that switch the ingress-nginx
@@ -34,9 +35,9 @@ func ingressScenarios(t *testing.T) []*scenarios.Scenario {
 	return out
 }
 
-func replay(t *testing.T, s *scenarios.Scenario) []byte {
+func replayOK(t *testing.T, s *scenarios.Scenario) []byte {
 	t.Helper()
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestIngressScenariosReplayIdentically(t *testing.T) {
 	}
 	for _, s := range ingressScenarios(t) {
 		t.Run(s.Name, func(t *testing.T) {
-			first := replay(t, s)
+			first := replayOK(t, s)
 			if !bytes.Contains(first, []byte(`"ev":"ingress"`)) {
 				t.Fatal("the trace has no ingress event: the controller did not run")
 			}
@@ -68,7 +69,7 @@ func TestIngressScenariosReplayIdentically(t *testing.T) {
 			defer runtime.GOMAXPROCS(prev)
 			for i := 1; i < runs; i++ {
 				runtime.GOMAXPROCS(1 + i%2)
-				if got := replay(t, s); !bytes.Equal(got, first) {
+				if got := replayOK(t, s); !bytes.Equal(got, first) {
 					t.Fatalf("run %d differs from the first (%d vs %d bytes)", i+1, len(got), len(first))
 				}
 			}
@@ -86,7 +87,7 @@ func BenchmarkIngressScenarios(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := scenarios.Replay(s, scenarios.Options{})
+				res, err := replay.Replay(s, replay.Options{})
 				if err != nil || !res.Passed() {
 					b.Fatal(err, res.Failures)
 				}

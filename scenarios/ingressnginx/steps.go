@@ -9,6 +9,7 @@ import (
 	networking "k8s.io/api/networking/v1"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // churnStep rewrites one annotation of an Ingress count times, every
@@ -50,7 +51,7 @@ func (s *churnStep) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (s *churnStep) Do(r *scenarios.Run) error {
+func (s *churnStep) Do(r *replay.Run) error {
 	c := s.IngressChurn
 	if c == nil {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/iptables"
 )
 
@@ -41,7 +42,7 @@ func (c *connectionStep) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (c *connectionStep) Do(r *scenarios.Run) error {
+func (c *connectionStep) Do(r *replay.Run) error {
 	cn := c.Connection
 	if cn == nil {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/route"
@@ -27,7 +28,7 @@ func (e *tableExpect) golden() scenarios.Golden {
 }
 
 func (e *tableExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
-func (e *tableExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
+func (e *tableExpect) Check(r *replay.Run)             { r.CheckGolden(e.golden(), nil) }
 
 // routeExpectation is the `route` expectation (scenarios/routeexpect, the
 // same YAML in every mode with a tracer), traced with the clients' history
@@ -35,7 +36,7 @@ func (e *tableExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
 // so 1/3 is written 0.3333333333 and the exact share of a path differs
 // from 1/n by up to about 1e-10 per probabilistic rule on it: a traced
 // share may be 1e-9 from the expected one.
-var routeExpectation = routeexpect.New(func(r *scenarios.Run, pkt route.Packet, _ *time.Duration) (route.Shares, error) {
+var routeExpectation = routeexpect.New(func(r *replay.Run, pkt route.Packet, _ *time.Duration) (route.Shares, error) {
 	shares, _, err := dataplaneOf(r).Route(pkt)
 	return shares, err
 }, big.NewRat(1, 1_000_000_000), false)
@@ -78,7 +79,7 @@ func (f *restoreFault) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (f *restoreFault) Do(r *scenarios.Run) error {
+func (f *restoreFault) Do(r *replay.Run) error {
 	if n := f.RestoreFailures; n > 0 {
 		r.Step("fault", "", fmt.Sprintf("next %d restores fail", n))
 		dataplaneOf(r).faults.FailNext(n)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/iptables"
 )
 
@@ -55,7 +56,7 @@ func (f *Flush) tables() []string {
 	return f.Tables
 }
 
-func (s *flushStep) Do(r *scenarios.Run) error {
+func (s *flushStep) Do(r *replay.Run) error {
 	f := s.Flush
 	if f == nil {
 		return nil

@@ -19,6 +19,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/ingressnginx"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // kernel is a stand-in for a real kernel: an in-memory iptables that can
@@ -63,14 +64,14 @@ func (k *kernel) CheckRouteWith(pkt iptables.Packet, predicted iptables.Shares, 
 
 func (k *kernel) Close() error { k.closed++; return nil }
 
-func replayOn(t *testing.T, file string, k *kernel) *scenarios.Result {
+func replayOn(t *testing.T, file string, k *kernel) *replay.Result {
 	t.Helper()
 	s, err := scenarios.Load(filepath.Join(testdata, file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var nodeIPs []string
-	res, err := scenarios.Replay(s, scenarios.Options{Dataplane: iptablesmode.OnKernel(func(ips []string) (iptablesmode.Kernel, error) {
+	res, err := replay.Replay(s, replay.Options{Dataplane: iptablesmode.OnKernel(func(ips []string) (iptablesmode.Kernel, error) {
 		nodeIPs = ips
 		return k, nil
 	})})
@@ -92,7 +93,7 @@ func TestOnKernelChecksTheKernelAtEveryExpectation(t *testing.T) {
 	res := replayOn(t, "clusterip-spread.yaml", k)
 	if !res.Passed() || res.Env != "test kernel" {
 		var b strings.Builder
-		scenarios.Report(&b, res, false)
+		replay.Report(&b, res, false)
 		t.Fatalf("env %q:\n%s", res.Env, b.String())
 	}
 	// two goldens and four routes
@@ -143,13 +144,13 @@ func TestKernelRoutesAreWhatAKernelReplayChecks(t *testing.T) {
 			continue
 		}
 		k := &kernel{IPTables: fakes.NewIPTables()}
-		res, err := scenarios.Replay(s, scenarios.Options{Dataplane: iptablesmode.OnKernel(func([]string) (iptablesmode.Kernel, error) { return k, nil })})
+		res, err := replay.Replay(s, replay.Options{Dataplane: iptablesmode.OnKernel(func([]string) (iptablesmode.Kernel, error) { return k, nil })})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !res.Passed() {
 			var b strings.Builder
-			scenarios.Report(&b, res, false)
+			replay.Report(&b, res, false)
 			t.Errorf("%s fails on a kernel that agrees:\n%s", name, b.String())
 		}
 		var want []string

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // Metrics is the `iptablesMetrics` expectation: kube-proxy's iptables
@@ -55,7 +56,7 @@ func (e *metricsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *metricsExpect) Check(r *scenarios.Run) {
+func (e *metricsExpect) Check(r *replay.Run) {
 	m := e.Metrics
 	if m == nil {
 		return

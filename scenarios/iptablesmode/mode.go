@@ -23,6 +23,7 @@ import (
 
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -210,7 +211,7 @@ func (d *Dataplane) history() iptables.History {
 	return iptables.History{Recent: d.recent, Now: now}
 }
 
-func dataplaneOf(r *scenarios.Run) *Dataplane {
+func dataplaneOf(r *replay.Run) *Dataplane {
 	switch d := r.Dataplane().(type) {
 	case *Dataplane:
 		return d

@@ -10,6 +10,7 @@ import (
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/bubble"
 	"github.com/proxysim/proxysim/scenarios/iptablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 const ownScenario = `
@@ -48,7 +49,7 @@ timeline:
 func kubeProxyRules(t *testing.T, s *scenarios.Scenario) string {
 	t.Helper()
 	var dp scenarios.Dataplane
-	res, err := scenarios.Replay(s, scenarios.Options{Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+	res, err := replay.Replay(s, replay.Options{Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 		d, err := iptablesmode.Mode{}.Fake(s, clk)
 		dp = d
 		return d, err

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/iptables"
 	"github.com/proxysim/proxysim/sim/ipvs"
@@ -114,7 +115,7 @@ func packetPathOn(set *Settings, dp ipvs.Dataplane, closeFn func() error) error 
 	return fmt.Errorf("proxy.packetPath: this kernel dataplane (%s) writes no ipsets and iptables rules; a kernel holds the packet path only for a scenario without client steps (connect, send, arp: ipvsmode.WithPacketPath)", dp.KernelVersion)
 }
 
-func dataplaneOf(r *scenarios.Run) *Dataplane {
+func dataplaneOf(r *replay.Run) *Dataplane {
 	switch d := r.Dataplane().(type) {
 	case *Dataplane:
 		return d

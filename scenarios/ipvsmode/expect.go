@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/route"
@@ -26,7 +27,7 @@ func (e *tableExpect) golden() scenarios.Golden {
 }
 
 func (e *tableExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
-func (e *tableExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
+func (e *tableExpect) Check(r *replay.Run)             { r.CheckGolden(e.golden(), nil) }
 
 // rulesExpect is the packet path's golden (with packetPath): the ipsets as
 // `ipset save` lists them, then the filter and nat tables as
@@ -38,17 +39,20 @@ type rulesExpect struct {
 }
 
 func (e *rulesExpect) golden() scenarios.Golden {
-	return scenarios.Golden{Key: "ipvsRules", FileKey: "ipvsRulesFile", Inline: e.Rules, File: e.RulesFile, Src: e.Src, Read: func(r *scenarios.Run) (string, error) {
-		d := dataplaneOf(r)
-		if d == nil || d.raw.IPSets == nil || d.raw.IPTables == nil {
-			return "", fmt.Errorf("the dataplane has no ipsets and iptables rules (set proxy.packetPath)")
-		}
-		return d.Rules()
-	}}
+	return scenarios.Golden{Key: "ipvsRules", FileKey: "ipvsRulesFile", Inline: e.Rules, File: e.RulesFile, Src: e.Src}
+}
+
+// readRules renders the ipsets and iptables rules for the ipvsRules golden.
+func readRules(r *replay.Run) (string, error) {
+	d := dataplaneOf(r)
+	if d == nil || d.raw.IPSets == nil || d.raw.IPTables == nil {
+		return "", fmt.Errorf("the dataplane has no ipsets and iptables rules (set proxy.packetPath)")
+	}
+	return d.Rules()
 }
 
 func (e *rulesExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
-func (e *rulesExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
+func (e *rulesExpect) Check(r *replay.Run)             { r.CheckGolden(e.golden(), readRules) }
 
 // knownSysctls are the sysctls the IPVS proxier and the fake know.
 var knownSysctls = map[string]bool{
@@ -71,7 +75,7 @@ func (e *sysctlsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *sysctlsExpect) Check(r *scenarios.Run) {
+func (e *sysctlsExpect) Check(r *replay.Run) {
 	dp := dataplaneOf(r).raw
 	for _, n := range slices.Sorted(maps.Keys(e.Sysctls)) {
 		v, err := dp.Sysctl.Get(n)
@@ -93,7 +97,7 @@ type addressesExpect struct {
 
 func (*addressesExpect) Validate(*scenarios.Validator) {}
 
-func (e *addressesExpect) Check(r *scenarios.Run) {
+func (e *addressesExpect) Check(r *replay.Run) {
 	if e.Addresses == nil {
 		return
 	}
@@ -117,7 +121,7 @@ type drainingExpect struct {
 
 func (*drainingExpect) Validate(*scenarios.Validator) {}
 
-func (e *drainingExpect) Check(r *scenarios.Run) {
+func (e *drainingExpect) Check(r *replay.Run) {
 	if e.Draining == nil {
 		return
 	}
@@ -164,7 +168,7 @@ func (e *connectionsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *connectionsExpect) Check(r *scenarios.Run) {
+func (e *connectionsExpect) Check(r *replay.Run) {
 	d := dataplaneOf(r)
 	for _, name := range slices.Sorted(maps.Keys(e.Connections)) {
 		ce := e.Connections[name]
@@ -213,7 +217,7 @@ func (e *connectionsExpect) Check(r *scenarios.Run) {
 // per client), and it tells which leave masqueraded (`masqueraded`). On a
 // kernel that holds the packet path, real connections must agree with
 // the tracer's answer, or the expectation fails with what they did.
-var routeExpectation = routeexpect.NewWithMasquerade(func(r *scenarios.Run, pkt route.Packet) (route.Shares, route.Shares, error) {
+var routeExpectation = routeexpect.NewWithMasquerade(func(r *replay.Run, pkt route.Packet) (route.Shares, route.Shares, error) {
 	d := dataplaneOf(r)
 	if d == nil {
 		return nil, nil, fmt.Errorf("the %s dataplane has no tracer", r.Dataplane().Name())

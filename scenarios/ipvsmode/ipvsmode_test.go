@@ -8,6 +8,7 @@ import (
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
@@ -48,7 +49,7 @@ timeline:
 		dp, _, _, _ := fakes.Dataplane("5.10.0", nil)
 		return dp, func() error { closed++; return nil }, nil
 	})
-	res, err := scenarios.Replay(s, scenarios.Options{Dataplane: factory})
+	res, err := replay.Replay(s, replay.Options{Dataplane: factory})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestConnectNeedsTraffic(t *testing.T) {
 		dp, _, _, _ := fakes.Dataplane("6.1.0", nil)
 		return dp, func() error { return nil }, nil
 	})
-	_, err = scenarios.Replay(s, scenarios.Options{Dataplane: factory})
+	_, err = replay.Replay(s, replay.Options{Dataplane: factory})
 	if err == nil || !strings.Contains(err.Error(), "timeline[0]: the netns, kernel 6.1.0 dataplane cannot open connections") {
 		t.Fatalf("got %v", err)
 	}

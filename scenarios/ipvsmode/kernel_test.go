@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/fakes"
-	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
@@ -74,7 +74,7 @@ timeline:
 	if !ipvsmode.NeedsClient(withClient) {
 		t.Fatal("NeedsClient: a scenario with connect, send and arp needs none")
 	}
-	res, err := scenarios.Replay(withClient, scenarios.Options{Dataplane: factory})
+	res, err := replay.Replay(withClient, replay.Options{Dataplane: factory})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ timeline:
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = scenarios.Replay(nodeOnly, scenarios.Options{Dataplane: factory})
+	res, err = replay.Replay(nodeOnly, replay.Options{Dataplane: factory})
 	if err != nil {
 		t.Fatal(err)
 	}

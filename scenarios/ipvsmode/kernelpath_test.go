@@ -11,6 +11,7 @@ import (
 	"github.com/proxysim/proxysim/fakes"
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/route"
 	"github.com/proxysim/proxysim/sim/vclock"
@@ -56,13 +57,13 @@ func (k *pathKernel) CheckRoute(pkt route.Packet, predicted, masq route.Shares) 
 	return nil
 }
 
-func replayOnPathKernel(t *testing.T, name string, k *pathKernel) *scenarios.Result {
+func replayOnPathKernel(t *testing.T, name string, k *pathKernel) *replay.Result {
 	t.Helper()
 	s, err := scenarios.LoadLibrary(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{Dataplane: ipvsmode.OnKernelPacketPath(func([]string) (ipvsmode.PathKernel, error) { return k, nil })})
+	res, err := replay.Replay(s, replay.Options{Dataplane: ipvsmode.OnKernelPacketPath(func([]string) (ipvsmode.PathKernel, error) { return k, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestPacketPathOnKernelMeasuresEveryRoute(t *testing.T) {
 	res := replayOnPathKernel(t, "ipvs-clusterip-and-nodeport", k)
 	if !res.Passed() {
 		var b strings.Builder
-		scenarios.Report(&b, res, true)
+		replay.Report(&b, res, true)
 		t.Fatal(b.String())
 	}
 	if len(k.checked) != 7 || k.verifies != 1 {
@@ -101,7 +102,7 @@ func TestPacketPathOnKernelFailsWhenTheKernelDisagrees(t *testing.T) {
 	}
 	res := replayOnPathKernel(t, "ipvs-clusterip-and-nodeport", k)
 	var b strings.Builder
-	scenarios.Report(&b, res, false)
+	replay.Report(&b, res, false)
 	if len(res.Failures) != 1 || !strings.Contains(b.String(), "the kernel disagrees: TIMEOUT ×16") {
 		t.Fatalf("want one failure, the kernel disagreeing on port 81:\n%s", b.String())
 	}
@@ -136,7 +137,7 @@ func TestPacketPathOnKernelNeedsPacketPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = scenarios.Replay(s, scenarios.Options{Dataplane: ipvsmode.OnKernelPacketPath(func([]string) (ipvsmode.PathKernel, error) { return newPathKernel(), nil })})
+	_, err = replay.Replay(s, replay.Options{Dataplane: ipvsmode.OnKernelPacketPath(func([]string) (ipvsmode.PathKernel, error) { return newPathKernel(), nil })})
 	if err == nil || !strings.Contains(err.Error(), "packetPath") {
 		t.Fatalf("got %v, want an error naming packetPath", err)
 	}
@@ -156,7 +157,7 @@ func TestWithPacketPathDispatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := opened
-		_, err = scenarios.Replay(s, scenarios.Options{Dataplane: f})
+		_, err = replay.Replay(s, replay.Options{Dataplane: f})
 		if got := opened > before; got != path || (!path && !errors.Is(err, errOther)) {
 			t.Errorf("%s: packet path opened %v (want %v), err %v", name, got, path, err)
 		}

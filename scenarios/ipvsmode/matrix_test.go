@@ -6,6 +6,7 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // The kernels of the VM matrix as netns.KernelVersion reports them (read in
@@ -36,7 +37,7 @@ func TestKernelSuiteOnTheMatrixKernels(t *testing.T) {
 			}
 			set, _ := ipvsmode.SettingsOf(s)
 			set.Kernel = kernel
-			res, err := scenarios.Replay(s, scenarios.Options{})
+			res, err := replay.Replay(s, replay.Options{})
 			if err != nil {
 				t.Fatalf("%s as %s: %v", name, kernel, err)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/ipvs"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -86,7 +87,7 @@ func (s *sysctlsStep) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (s *sysctlsStep) Do(r *scenarios.Run) error {
+func (s *sysctlsStep) Do(r *replay.Run) error {
 	if len(s.Sysctls) == 0 {
 		return nil
 	}
@@ -150,7 +151,7 @@ func parseService(s string) (proto, addr string, port uint16, err error) {
 	return f[0], addr, port, err
 }
 
-func (s *ipvsStep) Do(r *scenarios.Run) error {
+func (s *ipvsStep) Do(r *replay.Run) error {
 	op, d := s.IPVS, dataplaneOf(r)
 	if op == nil {
 		return nil
@@ -233,7 +234,7 @@ func (s *sendStep) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (s *sendStep) Do(r *scenarios.Run) error {
+func (s *sendStep) Do(r *replay.Run) error {
 	c, d := s.Send, dataplaneOf(r)
 	if c == nil {
 		return nil
@@ -283,7 +284,7 @@ func validateEnding(v *scenarios.Validator, c *ConnRef) {
 
 // endConn ends connection c with the dataplane's Sender method end,
 // traced as op; verb says what a dataplane without a Sender cannot do.
-func endConn(r *scenarios.Run, c *ConnRef, op, verb string, end func(ipvs.Sender, string) error) error {
+func endConn(r *replay.Run, c *ConnRef, op, verb string, end func(ipvs.Sender, string) error) error {
 	d := dataplaneOf(r)
 	if c == nil {
 		return nil
@@ -304,7 +305,7 @@ type resetStep struct {
 
 func (s *resetStep) Validate(v *scenarios.Validator) { validateEnding(v, s.Reset) }
 
-func (s *resetStep) Do(r *scenarios.Run) error {
+func (s *resetStep) Do(r *replay.Run) error {
 	return endConn(r, s.Reset, "reset", "reset connections", ipvs.Sender.Reset)
 }
 
@@ -330,7 +331,7 @@ func (e *sendsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *sendsExpect) Check(r *scenarios.Run) {
+func (e *sendsExpect) Check(r *replay.Run) {
 	d := dataplaneOf(r)
 	for _, name := range slices.Sorted(maps.Keys(e.Sends)) {
 		got, ok := d.sends[name]
@@ -357,7 +358,7 @@ func (e *timeoutsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *timeoutsExpect) Check(r *scenarios.Run) {
+func (e *timeoutsExpect) Check(r *replay.Run) {
 	t := e.Timeouts
 	if t == nil {
 		return
@@ -416,7 +417,7 @@ func (e *expiryExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *expiryExpect) Check(r *scenarios.Run) {
+func (e *expiryExpect) Check(r *replay.Run) {
 	d := dataplaneOf(r)
 	for _, name := range slices.Sorted(maps.Keys(e.ConnExpiry)) {
 		x := e.ConnExpiry[name]
@@ -459,7 +460,7 @@ func (e *arpExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *arpExpect) Check(r *scenarios.Run) {
+func (e *arpExpect) Check(r *replay.Run) {
 	d := dataplaneOf(r)
 	for _, ip := range slices.Sorted(maps.Keys(e.ARP)) {
 		p := e.Src.At("arp")
@@ -505,7 +506,7 @@ func (e *arpSenderExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *arpSenderExpect) Check(r *scenarios.Run) {
+func (e *arpSenderExpect) Check(r *replay.Run) {
 	d := dataplaneOf(r)
 	for _, ip := range slices.Sorted(maps.Keys(e.ARPSender)) {
 		p := e.Src.At("arpSender")
@@ -534,7 +535,7 @@ type abandonStep struct {
 
 func (s *abandonStep) Validate(v *scenarios.Validator) { validateEnding(v, s.Abandon) }
 
-func (s *abandonStep) Do(r *scenarios.Run) error {
+func (s *abandonStep) Do(r *replay.Run) error {
 	return endConn(r, s.Abandon, "abandon", "abandon connections", ipvs.Sender.Abandon)
 }
 
@@ -546,6 +547,6 @@ type shutdownStep struct {
 
 func (s *shutdownStep) Validate(v *scenarios.Validator) { validateEnding(v, s.Shutdown) }
 
-func (s *shutdownStep) Do(r *scenarios.Run) error {
+func (s *shutdownStep) Do(r *replay.Run) error {
 	return endConn(r, s.Shutdown, "shutdown", "shut connections down", ipvs.Sender.Shutdown)
 }

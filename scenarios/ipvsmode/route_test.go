@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/proxysim/proxysim/fakes"
-	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/internal/scenariotest"
 	"github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/ipvs"
 )
 
@@ -74,7 +74,7 @@ func TestPacketPathNeedsRulesOnTheDataplane(t *testing.T) {
 		dp, _, _, _ := fakes.Dataplane("6.1.0", nil)
 		return dp, func() error { closed++; return nil }, nil
 	})
-	_, err = scenarios.Replay(s, scenarios.Options{Dataplane: factory})
+	_, err = replay.Replay(s, replay.Options{Dataplane: factory})
 	if err == nil || !strings.Contains(err.Error(), "writes no ipsets and iptables rules") || closed != 1 {
 		t.Fatalf("got %v, closed %d", err, closed)
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -65,7 +66,7 @@ func (cs *connectStep) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (cs *connectStep) Do(r *scenarios.Run) error {
+func (cs *connectStep) Do(r *replay.Run) error {
 	c, d := cs.Connect, dataplaneOf(r)
 	if c == nil {
 		return nil
@@ -101,7 +102,7 @@ func (cs *closeStep) Validate(v *scenarios.Validator) {
 	delete(st.open, c.Name)
 }
 
-func (cs *closeStep) Do(r *scenarios.Run) error {
+func (cs *closeStep) Do(r *replay.Run) error {
 	d := dataplaneOf(r)
 	if cs.Close == nil {
 		return nil
@@ -130,7 +131,7 @@ func (f *opsFault) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (f *opsFault) Do(r *scenarios.Run) error {
+func (f *opsFault) Do(r *replay.Run) error {
 	if n := f.DataplaneOps; n > 0 {
 		r.Step("fault", "", fmt.Sprintf("next %d dataplane operations fail", n))
 		dataplaneOf(r).faults.FailNext(n)

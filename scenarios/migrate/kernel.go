@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/route"
 )
 
@@ -100,7 +101,7 @@ func (r *Report) CheckKernel(f scenarios.DataplaneFactory, crossed bool) error {
 			opts := o.Replay
 			opts.Dataplane = f
 			opts.TraceKeep = 64
-			res, err := scenarios.Replay(s, opts)
+			res, err := replay.Replay(s, opts)
 			if err != nil {
 				return fmt.Errorf("the kernel check of node %s in mode %s: %w", node, sd.Mode, err)
 			}
@@ -202,7 +203,7 @@ func routeStep(k int, p probe, want Outcome, masq bool) string {
 
 // stepOf is the route step a failure belongs to: its timeline index less
 // the first (the settling step).
-func stepOf(f scenarios.Failure) int {
+func stepOf(f replay.Failure) int {
 	var i int
 	if _, err := fmt.Sscanf(f.Pos.Path, "timeline[%d]", &i); err != nil {
 		return -1

@@ -29,6 +29,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // the modes compared
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 )
 
@@ -49,7 +50,7 @@ type Options struct {
 	// Nodes limits the comparison to these nodes (all by default).
 	Nodes []string
 	// Replay tunes each node's replay (budgets).
-	Replay scenarios.Options
+	Replay replay.Options
 	// Costs, per mode, turn a sync's work into its duration (a cost
 	// profile). With both modes' the report compares the initial sync's
 	// duration on each node; without, it says timing is not compared.

@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/route"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -96,7 +97,7 @@ type side struct {
 	dataplanes map[string]scenarios.Dataplane // by node: the replays' own
 	scenario   map[string]*scenarios.Scenario // by node
 	tracer     map[string]masqueradeTracer
-	results    map[string]*scenarios.Result
+	results    map[string]*replay.Result
 	warnings   scenarios.Problems
 }
 
@@ -188,7 +189,7 @@ func load(in *inputs, n *node, mode string, target, primaryDefault bool, sets []
 
 // replayAll replays every node's scenario of both sides, a few at once,
 // and keeps each dataplane for tracing.
-func replayAll(sides []*side, nodes []*node, opts scenarios.Options) error {
+func replayAll(sides []*side, nodes []*node, opts replay.Options) error {
 	type job struct {
 		sd *side
 		n  *node
@@ -196,7 +197,7 @@ func replayAll(sides []*side, nodes []*node, opts scenarios.Options) error {
 	var jobs []job
 	for _, sd := range sides {
 		sd.tracer = map[string]masqueradeTracer{}
-		sd.results = map[string]*scenarios.Result{}
+		sd.results = map[string]*replay.Result{}
 		sd.dataplanes = map[string]scenarios.Dataplane{}
 		for _, n := range nodes {
 			jobs = append(jobs, job{sd, n})
@@ -205,7 +206,7 @@ func replayAll(sides []*side, nodes []*node, opts scenarios.Options) error {
 	errs := make([]error, len(jobs))
 	tracers := make([]masqueradeTracer, len(jobs))
 	dps := make([]scenarios.Dataplane, len(jobs))
-	results := make([]*scenarios.Result, len(jobs))
+	results := make([]*replay.Result, len(jobs))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range max(1, min(runtime.GOMAXPROCS(0), len(jobs))) {
@@ -233,13 +234,13 @@ func replayAll(sides []*side, nodes []*node, opts scenarios.Options) error {
 	return nil
 }
 
-func replayOne(s *scenarios.Scenario, opts scenarios.Options) (masqueradeTracer, scenarios.Dataplane, *scenarios.Result, error) {
+func replayOne(s *scenarios.Scenario, opts replay.Options) (masqueradeTracer, scenarios.Dataplane, *replay.Result, error) {
 	var dp scenarios.Dataplane
 	opts.Follow = func(_ trace.Event, d scenarios.Dataplane) { dp = d }
 	if opts.TraceKeep == 0 {
 		opts.TraceKeep = 64
 	}
-	res, err := scenarios.Replay(s, opts)
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}

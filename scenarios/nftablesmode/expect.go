@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/routeexpect"
 	"github.com/proxysim/proxysim/sim/route"
 )
@@ -22,11 +23,11 @@ func (e *tableExpect) golden() scenarios.Golden {
 }
 
 func (e *tableExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
-func (e *tableExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
+func (e *tableExpect) Check(r *replay.Run)             { r.CheckGolden(e.golden(), nil) }
 
 // routeExpectation is the `route` expectation over the tracer: numgen
 // splits are exact, so shares must match exactly.
-var routeExpectation = routeexpect.New(func(r *scenarios.Run, pkt route.Packet, again *time.Duration) (route.Shares, error) {
+var routeExpectation = routeexpect.New(func(r *replay.Run, pkt route.Packet, again *time.Duration) (route.Shares, error) {
 	d := dataplaneOf(r)
 	if d == nil {
 		return nil, fmt.Errorf("the %s dataplane has no tracer", r.Dataplane().Name())
@@ -86,7 +87,7 @@ func (e *metricsExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *metricsExpect) Check(r *scenarios.Run) {
+func (e *metricsExpect) Check(r *replay.Run) {
 	m := e.Metrics
 	if m == nil {
 		return
@@ -122,7 +123,7 @@ func (f *transactionFault) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (f *transactionFault) Do(r *scenarios.Run) error {
+func (f *transactionFault) Do(r *replay.Run) error {
 	if n := f.TransactionFailures; n > 0 {
 		r.Step("fault", "", fmt.Sprintf("next %d transactions fail", n))
 		if d := dataplaneOf(r); d != nil {

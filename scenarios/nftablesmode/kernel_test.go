@@ -9,6 +9,7 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/nftables"
 	"github.com/proxysim/proxysim/sim/route"
 )
@@ -46,13 +47,13 @@ func (k *kernel) CheckRoute(_ route.Packet, predicted route.Shares, p nftables.P
 
 func (k *kernel) Close() error { k.closed++; return nil }
 
-func replayOnKernel(t *testing.T, name string, k *kernel) *scenarios.Result {
+func replayOnKernel(t *testing.T, name string, k *kernel) *replay.Result {
 	t.Helper()
 	s, err := scenarios.LoadLibrary(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{Dataplane: nftablesmode.OnKernel(func([]string) (nftablesmode.Kernel, error) {
+	res, err := replay.Replay(s, replay.Options{Dataplane: nftablesmode.OnKernel(func([]string) (nftablesmode.Kernel, error) {
 		return k, nil
 	})})
 	if err != nil {
@@ -73,7 +74,7 @@ func TestOnKernelVerifiesAndMeasuresEveryRoute(t *testing.T) {
 	res := replayOnKernel(t, "nftables-session-affinity", k)
 	if !res.Passed() || res.Env != "test kernel" {
 		var b strings.Builder
-		scenarios.Report(&b, res, false)
+		replay.Report(&b, res, false)
 		t.Fatalf("env %q:\n%s", res.Env, b.String())
 	}
 	// two goldens and four routes

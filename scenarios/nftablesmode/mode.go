@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/nftables"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -297,7 +298,7 @@ func (d *Dataplane) trace(pkt route.Packet, again *time.Duration) (route.Shares,
 	return nftables.Route(d.fake.Table, d.nodeIPs, pkt)
 }
 
-func dataplaneOf(r *scenarios.Run) *Dataplane {
+func dataplaneOf(r *replay.Run) *Dataplane {
 	switch d := r.Dataplane().(type) {
 	case *Dataplane:
 		return d

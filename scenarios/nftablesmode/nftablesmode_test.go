@@ -15,6 +15,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode" // for the side-by-side churn
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"     // for the side-by-side churn
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 const (
@@ -42,7 +43,7 @@ func TestSideBySideChurn(t *testing.T) {
 		res := scenariotest.Replay(t, f)
 		if !res.Passed() || res.Checks != 2 {
 			var b strings.Builder
-			scenarios.Report(&b, res, true)
+			replay.Report(&b, res, true)
 			t.Fatalf("%s:\n%s", m, b.String())
 		}
 		src, err := os.ReadFile(f)
@@ -82,7 +83,7 @@ func TestNFTablesTracesAreDeterministic(t *testing.T) {
 		var first string
 		for i := 0; i < 3; i++ {
 			var b strings.Builder
-			scenarios.Report(&b, scenariotest.Replay(t, f), true)
+			replay.Report(&b, scenariotest.Replay(t, f), true)
 			got := regexp.MustCompile(`virtual in [^,]+,`).ReplaceAllString(b.String(), "")
 			if i == 0 {
 				first = got
@@ -145,7 +146,7 @@ func TestServiceCIDRsDropUnallocatedClusterIPs(t *testing.T) {
 		}
 		mode, _ := scenarios.LookupMode("nftables")
 		var dp scenarios.Dataplane
-		_, err = scenarios.Replay(s, scenarios.Options{Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
+		_, err = replay.Replay(s, replay.Options{Dataplane: func(s *scenarios.Scenario, clk clock.PassiveClock) (scenarios.Dataplane, error) {
 			d, err := mode.Fake(s, clk)
 			dp = d
 			return d, err

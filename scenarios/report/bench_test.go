@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // BenchmarkPageHourOfChurn writes the page of one virtual hour of churn
@@ -13,7 +13,7 @@ import (
 func BenchmarkPageHourOfChurn(b *testing.B) {
 	for _, mode := range []string{"ipvs", "iptables"} {
 		b.Run(mode, func(b *testing.B) {
-			tl, _, err := Replay(hourOfChurn(b, mode), scenarios.Options{})
+			tl, _, err := Replay(hourOfChurn(b, mode), replay.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -36,7 +36,7 @@ func BenchmarkReportHourOfChurn(b *testing.B) {
 	s := hourOfChurn(b, "ipvs")
 	var page bytes.Buffer
 	for b.Loop() {
-		tl, _, err := Replay(s, scenarios.Options{})
+		tl, _, err := Replay(s, replay.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,7 @@
 // controller writes, steps, checks), and the dataplane's snapshot at any
 // instant, as the mode's golden text (ipvsadm -Ln, iptables-save, nft list).
 //
-// It follows a replay through scenarios.Options.Follow, so it needs no trace
+// It follows a replay through replay.Options.Follow, so it needs no trace
 // kept in memory, and it must not read the wall clock or iterate a map
 // unsorted: the same replay gives a byte-identical page. It only reads the
 // dataplane (Snapshot); it never changes the replay.
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/costprofile"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -169,7 +170,7 @@ type Failure struct {
 }
 
 // Collector follows a replay and builds its Timeline. Use Follow as
-// scenarios.Options.Follow, then Finish with the replay's result.
+// replay.Options.Follow, then Finish with the replay's result.
 type Collector struct {
 	t         Timeline
 	lanes     map[string]*Lane
@@ -367,7 +368,7 @@ func fields(e trace.Event) string { return e.Kind + trace.Fields(e) }
 // Finish completes the timeline with the replay's result: lanes in a fixed
 // order (scenario first, the proxy next, then the other consumers by
 // name), a last snapshot if the dataplane changed, and the failures.
-func (c *Collector) Finish(res *scenarios.Result) *Timeline {
+func (c *Collector) Finish(res *replay.Result) *Timeline {
 	t := &c.t
 	s := res.Scenario
 	t.Scenario, t.File, t.Env = s.Name, s.File, res.Env
@@ -411,7 +412,7 @@ func (c *Collector) Finish(res *scenarios.Result) *Timeline {
 	for _, f := range res.Failures {
 		ff := Failure{At: f.At, Where: fmt.Sprintf("%s:%d:%d: %s", f.File, f.Pos.Line, f.Pos.Column, f.Pos.Path), Expected: f.Expected, Got: f.Got}
 		if strings.Contains(f.Expected, "\n") || strings.Contains(f.Got, "\n") {
-			ff.Diff = scenarios.LineDiff(f.Expected, f.Got)
+			ff.Diff = replay.LineDiff(f.Expected, f.Got)
 		}
 		t.Failures = append(t.Failures, ff)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -49,7 +50,7 @@ const (
 
 // Replay replays s with opts, following it for the page; the trace is not
 // kept beyond what a failure shows unless opts asks for it.
-func Replay(s *scenarios.Scenario, opts scenarios.Options) (*Timeline, *scenarios.Result, error) {
+func Replay(s *scenarios.Scenario, opts replay.Options) (*Timeline, *replay.Result, error) {
 	c := NewCollector()
 	prev := opts.Follow
 	opts.Follow = func(e trace.Event, dp scenarios.Dataplane) {
@@ -61,7 +62,7 @@ func Replay(s *scenarios.Scenario, opts scenarios.Options) (*Timeline, *scenario
 	if opts.TraceKeep == 0 && opts.TraceStream == nil {
 		opts.TraceKeep = 256
 	}
-	res, err := scenarios.Replay(s, opts)
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		return nil, nil, err
 	}

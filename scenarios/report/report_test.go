@@ -19,6 +19,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
 	_ "github.com/proxysim/proxysim/scenarios/nftablesmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -43,9 +44,9 @@ func load(t testing.TB, name string) *scenarios.Scenario {
 	return s
 }
 
-func page(t testing.TB, s *scenarios.Scenario, cfg Config) ([]byte, *Timeline, *scenarios.Result) {
+func page(t testing.TB, s *scenarios.Scenario, cfg Config) ([]byte, *Timeline, *replay.Result) {
 	t.Helper()
-	tl, res, err := Replay(s, scenarios.Options{})
+	tl, res, err := Replay(s, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func TestHourOfChurnStaysBounded(t *testing.T) {
 		t.Skip("an hour of churn takes seconds to replay")
 	}
 	s := hourOfChurn(t, "ipvs")
-	tl, res, err := Replay(s, scenarios.Options{})
+	tl, res, err := Replay(s, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +421,7 @@ func TestThinKeepsFailuresAndSmallLanes(t *testing.T) {
 func TestEveryLibraryScenarioMakesAPage(t *testing.T) {
 	for _, name := range scenarios.LibraryNames() {
 		s := load(t, name)
-		tl, res, err := Replay(s, scenarios.Options{})
+		tl, res, err := Replay(s, replay.Options{})
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -475,7 +476,7 @@ func TestCollectorSnapshotsAndOpenRuns(t *testing.T) {
 	ev(3*time.Second, trace.Event{Kind: trace.End, Run: 2}) // nothing changed: not read
 	ev(4*time.Second, trace.Event{Kind: trace.Dataplane, Op: "weight"})
 	ev(5*time.Second, trace.Event{Kind: trace.Start, Why: "periodic", Run: 3})
-	tl := c.Finish(&scenarios.Result{Scenario: &scenarios.Scenario{Name: "x"}})
+	tl := c.Finish(&replay.Result{Scenario: &scenarios.Scenario{Name: "x"}})
 	if dp.reads != 3 {
 		t.Errorf("%d reads of the dataplane, want 3", dp.reads)
 	}

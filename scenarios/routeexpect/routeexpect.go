@@ -14,17 +14,18 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/route"
 )
 
 // Tracer traces a connection through a replay's dataplane as it is now.
 // With again set, it traces two connections of the same client, the second
 // *again after the first, and keys each outcome "FIRST -> SECOND".
-type Tracer func(r *scenarios.Run, pkt route.Packet, again *time.Duration) (route.Shares, error)
+type Tracer func(r *replay.Run, pkt route.Packet, again *time.Duration) (route.Shares, error)
 
 // MasqueradeTracer is a Tracer that also tells, for each outcome, the
 // part of its share that leaves the node masqueraded (one connection).
-type MasqueradeTracer func(r *scenarios.Run, pkt route.Packet) (shares, masqueraded route.Shares, err error)
+type MasqueradeTracer func(r *replay.Run, pkt route.Packet) (shares, masqueraded route.Shares, err error)
 
 // Route is a connection and where it must end up.
 type Route struct {
@@ -67,7 +68,7 @@ func New(t Tracer, tolerance *big.Rat, again bool) func() scenarios.Expectation 
 // expectation then takes `masqueraded`. It follows one connection.
 func NewWithMasquerade(t MasqueradeTracer, tolerance *big.Rat) func() scenarios.Expectation {
 	return func() scenarios.Expectation {
-		return &Expect{masqTracer: t, tolerance: tolerance, tracer: func(r *scenarios.Run, pkt route.Packet, _ *time.Duration) (route.Shares, error) {
+		return &Expect{masqTracer: t, tolerance: tolerance, tracer: func(r *replay.Run, pkt route.Packet, _ *time.Duration) (route.Shares, error) {
 			sh, _, err := t(r, pkt)
 			return sh, err
 		}}
@@ -171,7 +172,7 @@ func (e *Expect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *Expect) Check(r *scenarios.Run) {
+func (e *Expect) Check(r *replay.Run) {
 	rt := e.Route
 	if rt == nil {
 		return

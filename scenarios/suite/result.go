@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -74,7 +75,7 @@ type Failure struct {
 }
 
 // FromReplay records a finished replay.
-func FromReplay(res *scenarios.Result) Result {
+func FromReplay(res *replay.Result) Result {
 	s := res.Scenario
 	r := base(s)
 	r.Env = res.Env
@@ -103,7 +104,7 @@ func base(s *scenarios.Scenario) Result {
 	}
 }
 
-func failure(f scenarios.Failure) Failure {
+func failure(f replay.Failure) Failure {
 	out := Failure{
 		File: f.File, Line: f.Pos.Line, Column: f.Pos.Column, Field: f.Pos.Path,
 		At: f.At.String(), Expected: f.Expected, Got: f.Got,
@@ -112,7 +113,7 @@ func failure(f scenarios.Failure) Failure {
 	if strings.Contains(f.Expected, "\n") || strings.Contains(f.Got, "\n") {
 		out.Message = fmt.Sprintf("%s:%d:%d: %s at %v: tables differ", f.File, f.Pos.Line, f.Pos.Column, f.Pos.Path, f.At)
 		d.WriteString("table differs (- expected, + got):\n")
-		for _, l := range scenarios.LineDiff(f.Expected, f.Got) {
+		for _, l := range replay.LineDiff(f.Expected, f.Got) {
 			d.WriteString("  " + l + "\n")
 		}
 	} else {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/scenarios/suite"
 )
 
@@ -81,7 +82,7 @@ func TestReportsOfRealReplays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := scenarios.Replay(s, scenarios.Options{})
+		res, err := replay.Replay(s, replay.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@
 // parallel, in any order, on any machine: results are ordered by point
 // index, a shard runs the points whose index is congruent to it modulo the
 // shard count, and Merge joins shards into the table one run would have
-// written. It drives scenarios.Replay only; it must not read the wall clock
+// written. It drives replay.Replay only; it must not read the wall clock
 // into anything it writes.
 package sweep
 
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // Axis is one setting swept: a dotted path into the scenario document and
@@ -217,7 +218,7 @@ type ClusterResult struct {
 type RunOptions struct {
 	// Replay is each point's replay options (budgets); a point's trace is
 	// kept short whatever it says.
-	Replay scenarios.Options
+	Replay replay.Options
 	// Workers is how many points replay at once (default GOMAXPROCS).
 	Workers int
 	// Progress, if set, is told each time a point finishes, from the
@@ -272,7 +273,7 @@ func (sw *Sweep) Run(shard Shard, o RunOptions) *Report {
 }
 
 // runPoint replays one point.
-func (sw *Sweep) runPoint(p Point, opts scenarios.Options) Result {
+func (sw *Sweep) runPoint(p Point, opts replay.Options) Result {
 	out := Result{Point: p.Index}
 	s, err := sw.scenario(p)
 	if err != nil {
@@ -283,12 +284,12 @@ func (sw *Sweep) runPoint(p Point, opts scenarios.Options) Result {
 	if opts.TraceKeep <= 0 {
 		opts.TraceKeep = 64
 	}
-	res, err := scenarios.Replay(s, opts)
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		out.Error = err.Error()
 		return out
 	}
-	sum := scenarios.Summarize(res)
+	sum := replay.Summarize(res)
 	out.Syncs, out.DataplaneOps, out.Samples = sum.Syncs, sum.DataplaneOps, sum.Programming
 	// The quantiles are estimates, interpolated in a bucket: a millisecond
 	// is precision enough to compare, and reads better than 5.333333333s.
@@ -306,7 +307,7 @@ func (sw *Sweep) runPoint(p Point, opts scenarios.Options) Result {
 // syncDurations fills the sync columns from the replay's runs: the
 // durations of the runs that ended (nearest-rank quantiles), their sum per
 // virtual hour of length, and the full and partial syncs.
-func syncDurations(out *Result, res *scenarios.Result, length time.Duration) {
+func syncDurations(out *Result, res *replay.Result, length time.Duration) {
 	var ds []time.Duration
 	var total time.Duration
 	for _, r := range res.Runs {
@@ -336,7 +337,7 @@ func syncDurations(out *Result, res *scenarios.Result, length time.Duration) {
 }
 
 // clusterFigures sums a cluster replay up (nil for one node).
-func clusterFigures(res *scenarios.Result) *ClusterResult {
+func clusterFigures(res *replay.Result) *ClusterResult {
 	c := res.Cluster
 	if c == nil || len(c.Nodes) == 0 {
 		return nil

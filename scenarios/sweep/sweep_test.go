@@ -11,6 +11,7 @@ import (
 	_ "github.com/proxysim/proxysim/scenarios/controllers"
 	_ "github.com/proxysim/proxysim/scenarios/iptablesmode"
 	_ "github.com/proxysim/proxysim/scenarios/ipvsmode"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // sixPoints is the 3 × 2 sweep the tests and the benchmark replay.
@@ -334,7 +335,7 @@ func TestClusterSweepHasTheClusterColumns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := scenarios.Replay(s, scenarios.Options{})
+		res, err := replay.Replay(s, replay.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

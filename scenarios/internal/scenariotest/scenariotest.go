@@ -14,17 +14,18 @@ import (
 	"testing"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // Replay loads a scenario file and replays it on proxysim's engine; a file
 // that does not load or replay stops the test.
-func Replay(t testing.TB, file string) *scenarios.Result {
+func Replay(t testing.TB, file string) *replay.Result {
 	t.Helper()
 	s, err := scenarios.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func Passes(t *testing.T, files []string) {
 			res := Replay(t, f)
 			if !res.Passed() || res.Checks == 0 {
 				var b strings.Builder
-				scenarios.Report(&b, res, true)
+				replay.Report(&b, res, true)
 				t.Fatalf("want a pass with checks:\n%s", b.String())
 			}
 		})
@@ -76,7 +77,7 @@ func FailsWhereDeclared(t *testing.T, files []string) {
 			sort.Strings(got)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				var b strings.Builder
-				scenarios.Report(&b, res, false)
+				replay.Report(&b, res, false)
 				t.Fatalf("failures differ\n got: %v\nwant: %v\n%s", got, want, b.String())
 			}
 		})

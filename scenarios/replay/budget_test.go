@@ -1,4 +1,4 @@
-package scenarios_test
+package replay_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // Each budget stops a replay that passes it, with exit-3 material: the
@@ -18,14 +19,14 @@ func TestBudgetsStopAReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		opts scenarios.Options
+		opts replay.Options
 		what string
 	}{
-		{scenarios.Options{MaxEvents: 40}, "events"},
-		{scenarios.Options{MaxMemory: 1}, "memory"},
+		{replay.Options{MaxEvents: 40}, "events"},
+		{replay.Options{MaxMemory: 1}, "memory"},
 	} {
-		_, err := scenarios.Replay(s, c.opts)
-		var be *scenarios.BudgetError
+		_, err := replay.Replay(s, c.opts)
+		var be *replay.BudgetError
 		if !errors.As(err, &be) || be.What != c.what {
 			t.Fatalf("%+v: err %v, want a %s budget error", c.opts, err, c.what)
 		}
@@ -34,7 +35,7 @@ func TestBudgetsStopAReplay(t *testing.T) {
 		}
 	}
 	// The default budgets leave the library far inside them.
-	if res, err := scenarios.Replay(s, scenarios.Options{}); err != nil || !res.Passed() {
+	if res, err := replay.Replay(s, replay.Options{}); err != nil || !res.Passed() {
 		t.Fatalf("default budgets: %v", err)
 	}
 }
@@ -50,7 +51,7 @@ func TestDataplaneOpsCountStartupWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	var streamed bytes.Buffer
-	res, err := scenarios.Replay(s, scenarios.Options{TraceStream: &streamed})
+	res, err := replay.Replay(s, replay.Options{TraceStream: &streamed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestDataplaneOpsCountStartupWrites(t *testing.T) {
 		t.Fatalf("%d startup writes streamed; count 0 passed: %v", writes, res.Passed())
 	}
 	s, _ = scenarios.Parse("ops.yaml", src(writes), nil)
-	if res, err := scenarios.Replay(s, scenarios.Options{}); err != nil || !res.Passed() {
+	if res, err := replay.Replay(s, replay.Options{}); err != nil || !res.Passed() {
 		t.Fatalf("count %d: %v %v", writes, err, res.Failures)
 	}
 }

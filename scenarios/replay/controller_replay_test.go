@@ -1,4 +1,4 @@
-package scenarios
+package replay
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sort"
 	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
 )
 
 // Replays with controllers are byte-identical whatever the scheduler does
@@ -22,9 +24,9 @@ func TestControllerReplaysAreByteIdentical(t *testing.T) {
 	if testing.Short() {
 		n = 10
 	}
-	var files []*Scenario
-	for _, name := range LibraryNames() {
-		s, err := LoadLibrary(name)
+	var files []*scenarios.Scenario
+	for _, name := range scenarios.LibraryNames() {
+		s, err := scenarios.LoadLibrary(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +34,7 @@ func TestControllerReplaysAreByteIdentical(t *testing.T) {
 			files = append(files, s)
 		}
 	}
-	if s, err := Load("testdata/features/controllers.yaml"); err == nil {
+	if s, err := scenarios.Load("../testdata/features/controllers.yaml"); err == nil {
 		files = append(files, s)
 	} else {
 		t.Fatal(err)
@@ -41,7 +43,7 @@ func TestControllerReplaysAreByteIdentical(t *testing.T) {
 		t.Fatalf("only %d scenarios run a controller", len(files))
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
-	trace := func(s *Scenario) []byte {
+	trace := func(s *scenarios.Scenario) []byte {
 		res, err := Replay(s, Options{})
 		if err != nil {
 			t.Fatal(err)

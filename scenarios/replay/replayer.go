@@ -1,9 +1,10 @@
-package scenarios
+package replay
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/vclock"
@@ -25,7 +26,7 @@ type Replayer struct{ r *replayer }
 // is the dataplane the expectations read. Of opts, Update, ContextLines
 // (default 12) and the budget (MaxEvents, MaxMemory) apply. Close it when
 // done.
-func NewReplayer(s *Scenario, dp Dataplane, clk *vclock.Clock, newBackend func(*sim.World) (proxy.Backend, error), opts Options) (*Replayer, error) {
+func NewReplayer(s *scenarios.Scenario, dp scenarios.Dataplane, clk *vclock.Clock, newBackend func(*sim.World) (proxy.Backend, error), opts Options) (*Replayer, error) {
 	if opts.ContextLines == 0 {
 		opts.ContextLines = 12
 	}
@@ -66,7 +67,7 @@ func (p *Replayer) Result() *Result { return p.r.res }
 // step's note: what did not hold while they ran is recorded as failures.
 // An error means the step could not act (file:line:column: timeline[i]:
 // ...), or a churn it started failed.
-func (p *Replayer) Act(step int, actions []Action) error {
+func (p *Replayer) Act(step int, actions []scenarios.Action) error {
 	if err := p.r.act(step, actions); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func (p *Replayer) Act(step int, actions []Action) error {
 // (one check counted): what does not hold is a failure, or with e.Within
 // the block stays pending, the same parts re-checked, until CheckPending
 // finds they hold or its deadline passes.
-func (p *Replayer) Expect(step int, e *Expect, checks []Expectation) {
+func (p *Replayer) Expect(step int, e *scenarios.Expect, checks []scenarios.Expectation) {
 	r := p.r
 	fails := r.check(step, e, checks)
 	if len(fails) == 0 {

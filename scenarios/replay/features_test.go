@@ -1,4 +1,4 @@
-package scenarios
+package replay
 
 import (
 	"bufio"
@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // Every file under testdata/features is a scenario that exercises one or
 // more features of the format and must pass.
 func TestFeatureScenariosPass(t *testing.T) {
-	files, _ := filepath.Glob("testdata/features/*.yaml")
+	files, _ := filepath.Glob("../testdata/features/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no scenarios under testdata/features")
 	}
@@ -41,7 +42,7 @@ func TestFeatureScenariosPass(t *testing.T) {
 // expectations are wrong only because the feature they watch works: each
 // has a passing twin under testdata/features or in the library.
 func TestFailingScenariosFailExactlyWhereDeclared(t *testing.T) {
-	files, _ := filepath.Glob("testdata/failing/*.yaml")
+	files, _ := filepath.Glob("../testdata/failing/*.yaml")
 	if len(files) < 2 {
 		t.Fatalf("only %d failing scenarios", len(files))
 	}
@@ -64,7 +65,7 @@ func TestFailingScenariosFailExactlyWhereDeclared(t *testing.T) {
 
 func replayFile(t *testing.T, file string) *Result {
 	t.Helper()
-	s, err := Load(file)
+	s, err := scenarios.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +122,11 @@ func wantFailures(t *testing.T, file string) []string {
 // it. configSyncPeriod 2m gives one resync of each object at 2m and 4m; 0
 // turns resync off (checked past 15m, the default); unset leaves 15m.
 func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
-	s, err := Load("testdata/features/config-sync-period.yaml")
+	s, err := scenarios.Load("../testdata/features/config-sync-period.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resyncs := func(s *Scenario) string {
+	resyncs := func(s *scenarios.Scenario) string {
 		res, err := Replay(s, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -142,8 +143,8 @@ func TestConfigSyncPeriodDeliversResyncs(t *testing.T) {
 	if got := resyncs(s); got != want {
 		t.Errorf("configSyncPeriod 2m: resyncs\n got  %s\n want %s", got, want)
 	}
-	s.Proxy.ConfigSyncPeriod = ptr(Duration(0))
-	s.Timeline[0].At = ptr(Duration(16 * time.Minute))
+	s.Proxy.ConfigSyncPeriod = ptr(scenarios.Duration(0))
+	s.Timeline[0].At = ptr(scenarios.Duration(16 * time.Minute))
 	if got := resyncs(s); got != "" {
 		t.Errorf("configSyncPeriod 0: want no resync, got %s", got)
 	}

@@ -1,9 +1,10 @@
-package scenarios
+package replay
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -14,7 +15,7 @@ import (
 type Run struct {
 	r     *replayer
 	step  int
-	src   Src
+	src   scenarios.Src
 	fails []Failure
 }
 
@@ -26,7 +27,7 @@ func (r *Run) World() *sim.World { return r.r.w }
 func (r *Run) Metrics() *kpmetrics.Registry { return r.r.metrics }
 
 // Dataplane is the replay's instance of the scenario's mode.
-func (r *Run) Dataplane() Dataplane { return r.r.dp }
+func (r *Run) Dataplane() scenarios.Dataplane { return r.r.dp }
 
 // Now is the virtual instant, from the proxy's start.
 func (r *Run) Now() time.Duration { return r.r.w.Now() }
@@ -41,7 +42,7 @@ func (r *Run) Step(op, object, detail string) {
 
 // Fail reports an expectation that does not hold now: what was expected and
 // what is, at the field p.
-func (r *Run) Fail(p Pos, what, expected, got string) {
+func (r *Run) Fail(p scenarios.Pos, what, expected, got string) {
 	r.fails = append(r.fails, Failure{File: r.r.s.File, Pos: p, At: r.Now(), What: what, Expected: expected, Got: got})
 }
 

@@ -1,9 +1,10 @@
-package scenarios
+package replay
 
 import (
 	"reflect"
 	"testing"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 )
 
@@ -37,7 +38,7 @@ timeline:
 // slices stop showing a pod change before the node programs it, and show
 // it again later.
 func TestClusterPodLatencyWhenSlicesGoAway(t *testing.T) {
-	s, err := Parse("pod-away.yaml", []byte(podAwayScenario), nil)
+	s, err := scenarios.Parse("pod-away.yaml", []byte(podAwayScenario), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
-package scenarios
+package replay
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 	"github.com/proxysim/proxysim/sim/runner"
@@ -54,11 +56,11 @@ type NodeResult struct {
 // addNodes adds cluster.pools' other nodes to the world, each
 // materialised one with a fake dataplane of its own.
 func (r *replayer) addNodes(clk *vclock.Clock) error {
-	nodes := r.s.nodes
+	nodes := r.s.Nodes()
 	if len(nodes) < 2 {
 		return nil
 	}
-	r.nodeDPs = map[string]Dataplane{}
+	r.nodeDPs = map[string]scenarios.Dataplane{}
 	// Light nodes fold their samples into their SLI scrapes as they come,
 	// their values into one exact set.
 	cfg := sli.Config{Nodes: len(nodes)}
@@ -79,7 +81,7 @@ func (r *replayer) addNodes(clk *vclock.Clock) error {
 			if err != nil {
 				return err
 			}
-			mode, ok := LookupMode(n.Proxy.Mode)
+			mode, ok := scenarios.LookupMode(n.Proxy.Mode)
 			if !ok {
 				return fmt.Errorf("%s: node %s: mode %q is not registered", r.s.File, n.Name, n.Proxy.Mode)
 			}
@@ -105,17 +107,17 @@ func (r *replayer) closeNodes() {
 
 // scrapePhase is when in each scrape interval Prometheus scrapes the
 // scenario's node i, seeded.
-func scrapePhase(s *Scenario, i int, interval time.Duration) time.Duration {
+func scrapePhase(s *scenarios.Scenario, i int, interval time.Duration) time.Duration {
 	var seed uint64
 	if s.Cluster != nil && s.Cluster.Seed != nil {
 		seed = uint64(*s.Cluster.Seed)
 	}
-	return time.Duration(math.Floor(float64(interval) * uniform(seed, i, 3)))
+	return time.Duration(math.Floor(float64(interval) * scenarios.Uniform(seed, i, 3)))
 }
 
 // clusterSLI pools every node's samples up to the instant end: light
 // nodes' as they recorded them, the others' kept ones.
-func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error) {
+func clusterSLI(s *scenarios.Scenario, w *sim.World, end time.Duration) (sli.Result, error) {
 	agg, err := clusterAggregate(s, w, end, true)
 	if err != nil {
 		return sli.Result{}, err
@@ -125,12 +127,12 @@ func clusterSLI(s *Scenario, w *sim.World, end time.Duration) (sli.Result, error
 
 // clusterAggregate is clusterSLI's aggregate of the nodes in the world
 // (a shard's), the world's own proxy only if own.
-func clusterAggregate(s *Scenario, w *sim.World, end time.Duration, own bool) (*sli.Aggregate, error) {
-	cfg := sli.Config{Nodes: len(s.nodes)}
+func clusterAggregate(s *scenarios.Scenario, w *sim.World, end time.Duration, own bool) (*sli.Aggregate, error) {
+	cfg := sli.Config{Nodes: len(s.Nodes())}
 	agg := sli.New(cfg, end)
 	interval := agg.Config().ScrapeInterval
 	var truth *sli.Exact
-	for i, n := range s.nodes {
+	for i, n := range s.Nodes() {
 		samples, restarts := w.Observations(), w.Restarts()
 		if i == 0 && !own {
 			continue
@@ -175,7 +177,7 @@ func (r *replayer) clusterResult() (*ClusterResult, error) {
 		return nil, err
 	}
 	out := &ClusterResult{SLI: res}
-	for i, n := range s.nodes {
+	for i, n := range s.Nodes() {
 		nr := NodeResult{Name: n.Name, Pool: n.Pool}
 		if i == 0 {
 			nr.NodeStats, nr.Restarts = w.Stats(), w.Restarts()
@@ -220,7 +222,7 @@ func reportCluster(w io.Writer, c *ClusterResult) {
 	if len(shown) > 10 {
 		// The ten slowest by worst sample.
 		shown = slices.Clone(shown)
-		slices.SortStableFunc(shown, func(a, b NodeResult) int { return cmpDuration(b.Worst, a.Worst) })
+		slices.SortStableFunc(shown, func(a, b NodeResult) int { return cmp.Compare(b.Worst, a.Worst) })
 		shown = shown[:10]
 		fmt.Fprintf(w, "  the 10 nodes with the worst samples:\n")
 	}
@@ -230,16 +232,6 @@ func reportCluster(w io.Writer, c *ClusterResult) {
 	}
 }
 
-func cmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func secondsText(v float64) string {
 	if math.IsNaN(v) {
 		return "n/a"
@@ -247,41 +239,7 @@ func secondsText(v float64) string {
 	return seconds(v)
 }
 
-// nodeStep acts on one node of cluster.pools: `node: {name: node-001,
-// restart: true}` or `node: {name: node-001, failSyncs: 2}`.
-type nodeStep struct {
-	Node *NodeAction `yaml:"node"`
-}
-
-// NodeAction is what a node step does.
-type NodeAction struct {
-	Name      string `yaml:"name"`
-	Restart   bool   `yaml:"restart"`
-	FailSyncs *int   `yaml:"failSyncs"`
-	Src       Src
-}
-
-func (n *nodeStep) Validate(v *Validator) {
-	a := n.Node
-	if a == nil {
-		return
-	}
-	found := false
-	for _, cn := range v.s.nodes {
-		found = found || cn.Name == a.Name
-	}
-	if !found {
-		v.Errorf(a.Src.At("name"), "no node %q in cluster.pools", a.Name)
-	}
-	if a.Restart == (a.FailSyncs != nil) {
-		v.Errorf(Pos{a.Src.Line, a.Src.Column, a.Src.Path}, "say one thing to do: restart: true or failSyncs: N")
-	}
-	if a.FailSyncs != nil && *a.FailSyncs < 1 {
-		v.Errorf(a.Src.At("failSyncs"), "want at least 1 failing sync, got %d", *a.FailSyncs)
-	}
-}
-
-func (n *nodeStep) Do(r *Run) error {
+func doNodeStep(n *scenarios.NodeStep, r *Run) error {
 	a := n.Node
 	if a == nil {
 		return nil
@@ -323,100 +281,13 @@ func (n *nodeStep) Do(r *Run) error {
 	return nil
 }
 
-// clusterExpect bounds the cluster's figures so far:
-//
-//	cluster:
-//	  programmingLatency: {p50: {max: 5s}, p90: ..., p99: {max: 30s}}   # the SLI as CL2 computes it
-//	  exactLatency: {p99: {max: 30s}}      # the exact quantiles of the same samples
-//	  podLatency: {p99: {max: 30s}}        # the true pod latency over every node
-//	  syncs: {atLeast: 1, atMost: 100}     # every node's sync count
-type clusterExpect struct {
-	Cluster *ClusterExpect `yaml:"cluster"`
-}
-
-// ClusterExpect is the cluster expectation.
-type ClusterExpect struct {
-	ProgrammingLatency *QuantileBounds `yaml:"programmingLatency"`
-	ExactLatency       *QuantileBounds `yaml:"exactLatency"`
-	PodLatency         *QuantileBounds `yaml:"podLatency"`
-	Syncs              *NodeCount      `yaml:"syncs"`
-	Src                Src
-}
-
-// QuantileBounds bounds p50, p90 and p99.
-type QuantileBounds struct {
-	P50 *Bound `yaml:"p50"`
-	P90 *Bound `yaml:"p90"`
-	P99 *Bound `yaml:"p99"`
-	Src Src
-}
-
-// Bound is {max: 30s} or {min: 1s} or both.
-type Bound struct {
-	Min *Duration `yaml:"min"`
-	Max *Duration `yaml:"max"`
-	Src Src
-}
-
-// NodeCount bounds a count of every node.
-type NodeCount struct {
-	AtLeast *int `yaml:"atLeast"`
-	AtMost  *int `yaml:"atMost"`
-	Src     Src
-}
-
-func init() {
-	RegisterAction(func() Action { return &nodeStep{} })
-	RegisterExpectation(func() Expectation { return &clusterExpect{} })
-}
-
-func (e *clusterExpect) Validate(v *Validator) {
-	c := e.Cluster
-	if c == nil {
-		return
-	}
-	if len(v.s.nodes) == 0 {
-		v.Errorf(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "a cluster expectation needs cluster.pools")
-	}
-	if c.ProgrammingLatency == nil && c.ExactLatency == nil && c.PodLatency == nil && c.Syncs == nil {
-		v.Errorf(Pos{c.Src.Line, c.Src.Column, c.Src.Path}, "say what to expect: programmingLatency, exactLatency, podLatency or syncs")
-	}
-	for _, q := range []*QuantileBounds{c.ProgrammingLatency, c.ExactLatency, c.PodLatency} {
-		if q == nil {
-			continue
-		}
-		if q.P50 == nil && q.P90 == nil && q.P99 == nil {
-			v.Errorf(Pos{q.Src.Line, q.Src.Column, q.Src.Path}, "say which quantile: p50, p90 or p99")
-		}
-		for _, b := range []*Bound{q.P50, q.P90, q.P99} {
-			if b == nil {
-				continue
-			}
-			if b.Min == nil && b.Max == nil {
-				v.Errorf(Pos{b.Src.Line, b.Src.Column, b.Src.Path}, "say min, max or both")
-			}
-			if b.Min != nil && b.Max != nil && *b.Max < *b.Min {
-				v.Errorf(b.Src.At("max"), "max is below min")
-			}
-		}
-	}
-	if s := c.Syncs; s != nil {
-		if s.AtLeast == nil && s.AtMost == nil {
-			v.Errorf(Pos{s.Src.Line, s.Src.Column, s.Src.Path}, "say atLeast, atMost or both")
-		}
-		if s.AtLeast != nil && s.AtMost != nil && *s.AtMost < *s.AtLeast {
-			v.Errorf(s.Src.At("atMost"), "atMost is below atLeast")
-		}
-	}
-}
-
-func (e *clusterExpect) Check(r *Run) {
+func checkClusterExpectation(e *scenarios.ClusterExpectation, r *Run) {
 	c := e.Cluster
 	if c == nil {
 		return
 	}
 	s, w := r.r.s, r.World()
-	if len(s.nodes) == 0 {
+	if len(s.Nodes()) == 0 {
 		return // one node replayed alone (Scenario.NodeScenario): no cluster to judge
 	}
 	if r.r.opts.Shard.Count > 0 {
@@ -439,13 +310,13 @@ func (e *clusterExpect) Check(r *Run) {
 	}
 	if c.Syncs != nil {
 		f.syncs = []int{w.Stats().Syncs}
-		f.names = []string{s.nodes[0].Name}
+		f.names = []string{s.Nodes()[0].Name}
 		for _, node := range w.Nodes() {
 			f.syncs = append(f.syncs, node.Stats().Syncs)
 			f.names = append(f.names, node.Name())
 		}
 	}
-	c.judge(f, r.Fail)
+	judgeClusterExpect(c, f, r.Fail)
 }
 
 // clusterFigures are what a cluster expectation reads: the SLI (with the
@@ -459,9 +330,9 @@ type clusterFigures struct {
 	names  []string
 }
 
-// judge checks the figures against the bounds, reporting what does not
+// judgeClusterExpect checks the figures against c's bounds, reporting what does not
 // hold: the same words from one process or merged shards.
-func (c *ClusterExpect) judge(f clusterFigures, fail func(p Pos, what, expected, got string)) {
+func judgeClusterExpect(c *scenarios.ClusterExpect, f clusterFigures, fail func(p scenarios.Pos, what, expected, got string)) {
 	if c.ProgrammingLatency != nil || c.ExactLatency != nil {
 		if f.sliErr != nil {
 			fail(c.Src.At("programmingLatency"), "cluster.programmingLatency", "an SLI", f.sliErr.Error())
@@ -488,11 +359,11 @@ func (c *ClusterExpect) judge(f clusterFigures, fail func(p Pos, what, expected,
 	}
 }
 
-func checkQuantiles(fail func(p Pos, what, expected, got string), what string, q *QuantileBounds, got [3]float64) {
+func checkQuantiles(fail func(p scenarios.Pos, what, expected, got string), what string, q *scenarios.QuantileBounds, got [3]float64) {
 	if q == nil {
 		return
 	}
-	for i, b := range []*Bound{q.P50, q.P90, q.P99} {
+	for i, b := range []*scenarios.Bound{q.P50, q.P90, q.P99} {
 		if b == nil {
 			continue
 		}

@@ -1,4 +1,4 @@
-package scenarios
+package replay
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/runner"
 	"github.com/proxysim/proxysim/sim/trace"
 )
@@ -127,7 +128,7 @@ func (r *replayer) likelyCause() string {
 	case n > 0:
 		for i, st := range r.s.Timeline {
 			for _, a := range st.Actions {
-				if cs, ok := a.(*churnStep); ok && cs.Churn != nil && strings.HasSuffix(top, "/"+cs.Churn.Name) {
+				if cs, ok := a.(*scenarios.ChurnStep); ok && cs.Churn != nil && strings.HasSuffix(top, "/"+cs.Churn.Name) {
 					c := cs.Churn
 					return fmt.Sprintf("the churn at line %d (timeline[%d]): %d changes of %s every %v", c.Src.Line, i, c.Count, top, c.Every)
 				}

@@ -1,4 +1,4 @@
-package scenarios
+package replay
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/sli"
 	"github.com/proxysim/proxysim/sim/trace"
@@ -94,7 +95,7 @@ func TestClusterNodeIsItsSingleNodeReplay(t *testing.T) {
 	for _, mode := range []string{"iptables", "nftables"} {
 		t.Run(mode, func(t *testing.T) {
 			for _, mat := range []string{"false", "true"} {
-				s, err := Parse("equivalence.yaml", []byte(equivalenceScenario(mode, mat)), nil)
+				s, err := scenarios.Parse("equivalence.yaml", []byte(equivalenceScenario(mode, mat)), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -116,10 +117,10 @@ func TestClusterNodeIsItsSingleNodeReplay(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var dp Dataplane
+					var dp scenarios.Dataplane
 					var sw *sim.World
 					single, err := Replay(one, Options{
-						Follow: func(_ trace.Event, d Dataplane) { dp = d },
+						Follow: func(_ trace.Event, d scenarios.Dataplane) { dp = d },
 						World:  func(w *sim.World) error { sw = w; return nil },
 					})
 					if err != nil {
@@ -195,7 +196,7 @@ func firstDiff(a, b []sim.ProgrammingSample) string {
 // keep no samples (unless asked); the SLI and the pod latencies must be
 // what every node's kept samples give (a restarted light node included).
 func TestClusterSLIRecordedIsKept(t *testing.T) {
-	s, err := Parse("equivalence.yaml", []byte(equivalenceScenario("iptables", "false")), nil)
+	s, err := scenarios.Parse("equivalence.yaml", []byte(equivalenceScenario("iptables", "false")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package scenarios
+package replay
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/sli"
 )
 
@@ -65,7 +66,7 @@ type ShardResult struct {
 
 // ShardFailure is a Failure without its trace.
 type ShardFailure struct {
-	Pos      Pos           `json:"pos"`
+	Pos      scenarios.Pos `json:"pos"`
 	At       time.Duration `json:"at"`
 	What     string        `json:"what"`
 	Expected string        `json:"expected"`
@@ -78,9 +79,9 @@ type Checkpoint struct {
 	At   time.Duration `json:"at"`
 	// Before counts the failures on the world's own node before this
 	// expectation's: where its own go.
-	Before int            `json:"before"`
-	Expect *ClusterExpect `json:"expect"`
-	Part   ShardPart      `json:"part"`
+	Before int                      `json:"before"`
+	Expect *scenarios.ClusterExpect `json:"expect"`
+	Part   ShardPart                `json:"part"`
 }
 
 // ShardPart is a shard's share of the cluster's figures at one instant.
@@ -116,14 +117,14 @@ type ShardNode struct {
 // checkShard refuses what a shard cannot replay: a scenario without
 // pools, or a cluster expectation re-checked until a deadline (whether it
 // holds is only known when the shards are merged).
-func checkShard(s *Scenario, sh Shard) error {
+func checkShard(s *scenarios.Scenario, sh Shard) error {
 	if sh.Count == 0 {
 		return nil
 	}
 	if sh.Count < 0 || sh.Index < 0 || sh.Index >= sh.Count {
 		return fmt.Errorf("shard %d/%d: want I/N with 0 ≤ I < N", sh.Index, sh.Count)
 	}
-	if len(s.nodes) == 0 {
+	if len(s.Nodes()) == 0 {
 		return fmt.Errorf("%s: shard %s: not a cluster (no cluster.pools): only a cluster's nodes can be sharded", s.File, sh)
 	}
 	for i, st := range s.Timeline {
@@ -131,7 +132,7 @@ func checkShard(s *Scenario, sh Shard) error {
 			continue
 		}
 		for _, c := range st.Expect.Checks {
-			if ce, ok := c.(*clusterExpect); ok && ce.Cluster != nil {
+			if ce, ok := c.(*scenarios.ClusterExpectation); ok && ce.Cluster != nil {
 				return fmt.Errorf("%s:%d:%d: timeline[%d].expect.within: a cluster expectation re-checked until a deadline cannot be sharded (a shard does not know whether it holds); replay it unsharded",
 					s.File, st.Expect.Src.Line, st.Expect.Src.Column, i)
 			}
@@ -141,7 +142,7 @@ func checkShard(s *Scenario, sh Shard) error {
 }
 
 // checkpoint keeps the shard's part for a cluster expectation.
-func (r *replayer) checkpoint(run *Run, c *ClusterExpect) {
+func (r *replayer) checkpoint(run *Run, c *scenarios.ClusterExpect) {
 	part, err := r.shardPart(c.ProgrammingLatency != nil || c.ExactLatency != nil, c.PodLatency != nil, c.Syncs != nil)
 	if err != nil {
 		r.shardErr = err
@@ -171,7 +172,7 @@ func (r *replayer) shardPart(withSLI, pod, syncs bool) (ShardPart, error) {
 		p.Pod = &d
 	}
 	if syncs {
-		for i, n := range s.nodes {
+		for i, n := range s.Nodes() {
 			switch node, ok := w.Node(n.Name); {
 			case i == 0 && own:
 				p.Syncs = append(p.Syncs, NodeSyncs{0, w.Stats().Syncs})
@@ -195,7 +196,7 @@ func (r *replayer) shardResult() (*ShardResult, error) {
 	if out.Checkpoints == nil {
 		out.Checkpoints = []Checkpoint{}
 	}
-	for _, n := range s.nodes {
+	for _, n := range s.Nodes() {
 		out.Nodes = append(out.Nodes, n.Name)
 	}
 	for _, f := range r.res.Failures {
@@ -206,7 +207,7 @@ func (r *replayer) shardResult() (*ShardResult, error) {
 		return nil, err
 	}
 	end := w.Now()
-	for i, n := range s.nodes {
+	for i, n := range s.Nodes() {
 		if !r.opts.Shard.reports(i) {
 			continue
 		}
@@ -368,7 +369,7 @@ func MergeShards(names []string, shards []*ShardResult) (*ClusterReport, error) 
 			return nil, fmt.Errorf("cluster expectation at %v: %w", cp.At, err)
 		}
 		keep(cp.Before)
-		cp.Expect.judge(fig, func(p Pos, what, expected, got string) {
+		judgeClusterExpect(cp.Expect, fig, func(p scenarios.Pos, what, expected, got string) {
 			rep.Failures = append(rep.Failures, Failure{File: first.File, Pos: p, At: cp.At, What: what, Expected: expected, Got: got})
 		})
 	}

@@ -1,4 +1,4 @@
-package scenarios
+package replay
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
 )
 
 // shardScenario is a 7-node cluster in two pools (one materialised), with
@@ -76,7 +78,7 @@ func reportText(c *ClusterReport) string {
 }
 
 // replayShards replays every shard of n, each through its JSON file.
-func replayShards(t *testing.T, s *Scenario, n int) ([]string, []*ShardResult) {
+func replayShards(t *testing.T, s *scenarios.Scenario, n int) ([]string, []*ShardResult) {
 	t.Helper()
 	var names []string
 	var shards []*ShardResult
@@ -100,7 +102,7 @@ func replayShards(t *testing.T, s *Scenario, n int) ([]string, []*ShardResult) {
 
 // DETERMINISM: any shard count, merged, gives the bytes of one process.
 func TestClusterShardsMergeToOneProcess(t *testing.T) {
-	s, err := Parse("shard.yaml", []byte(shardScenario()), nil)
+	s, err := scenarios.Parse("shard.yaml", []byte(shardScenario()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestClusterShardsMergeToOneProcess(t *testing.T) {
 // Merging refuses shard sets that are not one replay's, and a merge that
 // loses a shard's part is seen.
 func TestClusterMergeRefuses(t *testing.T) {
-	s, err := Parse("shard.yaml", []byte(shardScenario()), nil)
+	s, err := scenarios.Parse("shard.yaml", []byte(shardScenario()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestClusterMergeRefuses(t *testing.T) {
 // A shard needs a cluster, and a cluster expectation it can leave to the
 // merge.
 func TestClusterShardRefuses(t *testing.T) {
-	s, err := Parse("shard.yaml", []byte(shardScenario()), nil)
+	s, err := scenarios.Parse("shard.yaml", []byte(shardScenario()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,14 +217,14 @@ func TestClusterShardRefuses(t *testing.T) {
 		t.Error("shard 2/2: no error")
 	}
 	within := strings.Replace(shardScenario(), "  - at: 5m\n    expect:\n", "  - at: 5m\n    expect:\n      within: 10s\n", 1)
-	s, err = Parse("within.yaml", []byte(within), nil)
+	s, err = scenarios.Parse("within.yaml", []byte(within), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Replay(s, Options{Shard: Shard{Index: 0, Count: 2}}); err == nil || !strings.Contains(err.Error(), "within.yaml:") || !strings.Contains(err.Error(), "cannot be sharded") {
 		t.Errorf("a cluster expectation with within: %v", err)
 	}
-	one, err := Parse("one.yaml", []byte("name: one\nproxy: {mode: iptables, version: v1.36.0}\ntimeline:\n  - {at: 1s, note: x}\n"), nil)
+	one, err := scenarios.Parse("one.yaml", []byte("name: one\nproxy: {mode: iptables, version: v1.36.0}\ntimeline:\n  - {at: 1s, note: x}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

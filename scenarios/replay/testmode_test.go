@@ -1,4 +1,4 @@
-package scenarios_test
+package replay_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/proxy"
 )
@@ -79,22 +80,22 @@ func (e *portsExpect) golden() scenarios.Golden {
 	return scenarios.Golden{Key: "ports", FileKey: "portsFile", Inline: e.Ports, File: e.PortsFile, Src: e.Src}
 }
 func (e *portsExpect) Validate(v *scenarios.Validator) { e.golden().Validate(v) }
-func (e *portsExpect) Check(r *scenarios.Run)          { e.golden().Check(r) }
+func (e *portsExpect) Check(r *replay.Run)             { r.CheckGolden(e.golden(), nil) }
 
-const portsScenario = "testdata/modes/ports.yaml"
+const portsScenario = "../testdata/modes/ports.yaml"
 
 func TestAModePlugsInFromOutsideTheCore(t *testing.T) {
 	s, err := scenarios.Load(portsScenario)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.Passed() || res.Checks != 2 {
 		var b strings.Builder
-		scenarios.Report(&b, res, true)
+		replay.Report(&b, res, true)
 		t.Fatalf("want 2 passing checks:\n%s", b.String())
 	}
 }
@@ -109,7 +110,7 @@ func TestAModesGoldenFailsWhenWrong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{})
+	res, err := replay.Replay(s, replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestAModesGoldenFileIsUpdated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Replay(s, scenarios.Options{Update: true})
+	res, err := replay.Replay(s, replay.Options{Update: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestAModesGoldenFileIsUpdated(t *testing.T) {
 		t.Fatalf("updated %v; want the golden file", res.Updated)
 	}
 	got, _ := os.ReadFile(filepath.Join(dir, "ports.golden"))
-	want, _ := os.ReadFile("testdata/modes/ports.golden")
+	want, _ := os.ReadFile("../testdata/modes/ports.golden")
 	if string(got) != string(want) {
 		t.Errorf("golden rewritten to %q; want %q", got, want)
 	}

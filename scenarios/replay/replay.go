@@ -1,4 +1,4 @@
-package scenarios
+package replay
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/kpmetrics"
 	"github.com/proxysim/proxysim/sim/proxy"
@@ -17,7 +18,7 @@ import (
 // Options tune a replay.
 type Options struct {
 	// Dataplane builds the dataplane; nil means the mode's fake.
-	Dataplane DataplaneFactory
+	Dataplane scenarios.DataplaneFactory
 	// Update rewrites golden tables with what the replay produced instead of
 	// comparing them.
 	Update bool
@@ -45,7 +46,7 @@ type Options struct {
 	// the replay's dataplane: a tool that reads the dataplane as the
 	// replay goes (the report page snapshots it after each run) needs no
 	// trace kept in memory.
-	Follow func(e trace.Event, dp Dataplane)
+	Follow func(e trace.Event, dp scenarios.Dataplane)
 	// TraceWork records a run.work event after each sync: what it wrote
 	// to the dataplane and read back (sim.SyncWork). Off by default, so
 	// that traces stay as they were; `replay -v` turns it on.
@@ -68,7 +69,7 @@ type Options struct {
 // Failure is one expectation that did not hold.
 type Failure struct {
 	File     string
-	Pos      Pos
+	Pos      scenarios.Pos
 	At       time.Duration // virtual instant
 	What     string        // the expectation, e.g. "syncs.count"
 	Expected string
@@ -82,7 +83,7 @@ func (f Failure) String() string {
 
 // Result is what a replay found.
 type Result struct {
-	Scenario *Scenario
+	Scenario *scenarios.Scenario
 	Env      string // the dataplane's name
 	Failures []Failure
 	Trace    *trace.Recorder
@@ -114,7 +115,7 @@ type Result struct {
 func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
 // RunnerConfig derives the runner a scenario's proxy uses.
-func RunnerConfig(p Proxy) runner.Config {
+func RunnerConfig(p scenarios.Proxy) runner.Config {
 	gen, _ := runner.GenerationFor(p.Version)
 	cfg := runner.Config{Generation: gen, MaxInterval: 30 * time.Second}
 	if p.SyncPeriod != nil {
@@ -123,8 +124,8 @@ func RunnerConfig(p Proxy) runner.Config {
 	if p.MinSyncPeriod != nil {
 		cfg.MinInterval = p.MinSyncPeriod.D()
 	}
-	if m, ok := LookupMode(p.Mode); ok {
-		if rs, ok := m.(RunnerShaper); ok {
+	if m, ok := scenarios.LookupMode(p.Mode); ok {
+		if rs, ok := m.(scenarios.RunnerShaper); ok {
 			cfg = rs.ShapeRunner(p, cfg)
 		}
 	}
@@ -139,9 +140,9 @@ func RunnerConfig(p Proxy) runner.Config {
 
 // replayer holds one replay's state.
 type replayer struct {
-	s       *Scenario
+	s       *scenarios.Scenario
 	opts    Options
-	dp      Dataplane
+	dp      scenarios.Dataplane
 	w       *sim.World
 	res     *Result
 	pending []*pendingCheck
@@ -158,7 +159,7 @@ type replayer struct {
 	metrics    *kpmetrics.Registry
 	metricsErr error
 	// nodeDPs are the dataplanes of cluster.pools' materialised nodes.
-	nodeDPs map[string]Dataplane
+	nodeDPs map[string]scenarios.Dataplane
 	// A shard's parts at its cluster expectations, and the first error
 	// taking one.
 	checkpoints []Checkpoint
@@ -167,16 +168,16 @@ type replayer struct {
 
 type pendingCheck struct {
 	step int
-	e    *Expect
+	e    *scenarios.Expect
 	// checks are the parts of e checked (all of them, but in a bubble).
-	checks   []Expectation
+	checks   []scenarios.Expectation
 	deadline time.Duration
 	last     []Failure
 }
 
 // worldConfig is the world of a scenario's proxy on clk: its runner,
 // resync period, node, zone and sync cost.
-func worldConfig(p Proxy, clk *vclock.Clock) sim.Config {
+func worldConfig(p scenarios.Proxy, clk *vclock.Clock) sim.Config {
 	resync := sim.DefaultResyncPeriod
 	if p.ConfigSyncPeriod != nil {
 		resync = p.ConfigSyncPeriod.D()
@@ -201,9 +202,9 @@ func worldConfig(p Proxy, clk *vclock.Clock) sim.Config {
 // Replay runs a scenario and checks its expectations. An error means the
 // replay could not run at all (for example, the dataplane is unavailable);
 // failed expectations are in the result.
-func Replay(s *Scenario, opts Options) (*Result, error) {
+func Replay(s *scenarios.Scenario, opts Options) (*Result, error) {
 	wall := time.Now()
-	mode, ok := LookupMode(s.Proxy.Mode)
+	mode, ok := scenarios.LookupMode(s.Proxy.Mode)
 	if !ok {
 		return nil, fmt.Errorf("%s: mode %q is not registered", s.File, s.Proxy.Mode)
 	}
@@ -329,7 +330,7 @@ func Replay(s *Scenario, opts Options) (*Result, error) {
 		if r.res.Shard, err = r.shardResult(); err != nil {
 			return nil, fmt.Errorf("%s: shard %s: %w", s.File, opts.Shard, err)
 		}
-	} else if len(s.nodes) > 0 {
+	} else if len(s.Nodes()) > 0 {
 		if r.res.Cluster, err = r.clusterResult(); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.File, err)
 		}
@@ -398,14 +399,14 @@ func (r *replayer) firstDeadline() (time.Duration, bool) {
 
 // act runs timeline[i]'s note and actions (all of the step's, but in a
 // bubble).
-func (r *replayer) act(i int, actions []Action) error {
+func (r *replayer) act(i int, actions []scenarios.Action) error {
 	st := &r.s.Timeline[i]
 	run := &Run{r: r, step: i, src: st.Src}
 	if st.Note != "" {
 		run.Step("note", "", st.Note)
 	}
 	for _, a := range actions {
-		if err := a.Do(run); err != nil {
+		if err := do(a, run); err != nil {
 			return fmt.Errorf("%s: %w", run.where(), err)
 		}
 	}
@@ -418,7 +419,7 @@ func (r *replayer) act(i int, actions []Action) error {
 }
 
 // expect checks e now, or registers it to be checked until its deadline.
-func (r *replayer) expect(step int, e *Expect) {
+func (r *replayer) expect(step int, e *scenarios.Expect) {
 	fails := r.check(step, e, e.Checks)
 	if len(fails) == 0 {
 		r.res.Trace.Add(trace.Event{Kind: trace.Check, Op: "pass", Detail: fmt.Sprintf("timeline[%d].expect", step)})
@@ -433,11 +434,11 @@ func (r *replayer) expect(step int, e *Expect) {
 
 // check evaluates the parts checks of an expectation at the current
 // instant.
-func (r *replayer) check(step int, e *Expect, checks []Expectation) []Failure {
+func (r *replayer) check(step int, e *scenarios.Expect, checks []scenarios.Expectation) []Failure {
 	r.res.Checks++
 	run := &Run{r: r, step: step, src: e.Src}
 	for _, c := range checks {
-		c.Check(run)
+		check(c, run)
 	}
 	return run.fails
 }

@@ -1,12 +1,14 @@
-package scenarios
+package replay
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
 )
 
 func TestInitialSyncGatingScenario(t *testing.T) {
-	s, err := LoadLibrary("initial-sync-gating")
+	s, err := scenarios.LoadLibrary("initial-sync-gating")
 	if err != nil {
 		t.Fatal(err)
 	}

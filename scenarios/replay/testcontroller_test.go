@@ -1,4 +1,4 @@
-package scenarios_test
+package replay_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // eventCounter is a throwaway controller, registered from this test file
@@ -37,7 +38,7 @@ func (s *counterSettings) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (s *counterSettings) Attach(r *scenarios.Run) error {
+func (s *counterSettings) Attach(r *replay.Run) error {
 	c := &counter{name: s.Name}
 	r.SetController("counter", c)
 	return r.World().Subscribe(c)
@@ -66,7 +67,7 @@ func (e *heardExpect) Validate(v *scenarios.Validator) {
 	}
 }
 
-func (e *heardExpect) Check(r *scenarios.Run) {
+func (e *heardExpect) Check(r *replay.Run) {
 	if e.HeardServices == nil {
 		return
 	}
@@ -99,7 +100,7 @@ func TestAControllerPlugsIn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := scenarios.Replay(s, scenarios.Options{})
+		res, err := replay.Replay(s, replay.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,15 +1,16 @@
-package scenarios
+package replay
 
 import (
 	"testing"
 
+	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
 // Follow sees every event the trace records, in order, the proxy's start
 // included, with the replay's dataplane; a kept tail does not shorten it.
 func TestFollowSeesEveryEventWithTheDataplane(t *testing.T) {
-	s, err := LoadLibrary("cooldown-v1.34")
+	s, err := scenarios.LoadLibrary("cooldown-v1.34")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +20,7 @@ func TestFollowSeesEveryEventWithTheDataplane(t *testing.T) {
 	}
 	var seen []trace.Event
 	var snaps int
-	res, err := Replay(s, Options{TraceKeep: 4, Follow: func(e trace.Event, dp Dataplane) {
+	res, err := Replay(s, Options{TraceKeep: 4, Follow: func(e trace.Event, dp scenarios.Dataplane) {
 		seen = append(seen, e)
 		if e.Kind == trace.End {
 			if _, err := dp.Snapshot(); err != nil {
