@@ -401,7 +401,7 @@ func writeHeatRow(b *bytes.Buffer, name, pool string, row []time.Duration, colum
 	if peak > 0 {
 		title += fmt.Sprintf("; busiest %v–%v, %.1f%%", time.Duration(peakAt)*colLen, time.Duration(peakAt+1)*colLen, 100*float64(peak)/float64(column))
 	}
-	fmt.Fprintf(b, "<g class=\"hrow\" data-node=\"%s\" data-busy-ns=\"%d\" data-peak-level=\"%d\"><title>%s</title><text class=\"lanename\" x=\"6\" y=\"%d\">%s</text>",
+	fmt.Fprintf(b, "<g class=\"hrow\" data-node=\"%s\" data-busy-ns=\"%d\" data-peak-level=\"%d\"><title>%s</title><text class=\"hname\" x=\"6\" y=\"%d\">%s</text>",
 		html.EscapeString(name), total.Nanoseconds(), heatLevel(peak, column), html.EscapeString(title), top+rowH-1, html.EscapeString(name))
 	var paths [heatLevels + 1]bytes.Buffer
 	for j, d := range row {
