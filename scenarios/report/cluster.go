@@ -204,7 +204,7 @@ const (
 	chartLeft      = 64
 	chartTop       = 12
 	chartBottom    = 24
-	chartRight     = 150 // the markers' labels
+	chartRight     = 240 // the markers' labels: CL2's, then the exact ones
 )
 
 var quantileNames = [3]string{"p50", "p90", "p99"}
@@ -279,7 +279,7 @@ func writeSLIChart(b *bytes.Buffer, s sli.Result, end time.Duration) {
 		}
 		yy := px(y(m))
 		fmt.Fprintf(b, "<g class=\"mark %s q%d\" data-s=\"%s\"><line x1=\"%d\" x2=\"%d\" y1=\"%s\" y2=\"%s\"/><text x=\"%d\" y=\"%s\">%s %s</text><title>%s: %s</title></g>\n",
-			kind, i%3, num(m), chartLeft, chartLeft+chartW, yy, yy, chartLeft+chartW+4+(i/3)*72, px(y(m)+4), label, secs(m), label, secs(m))
+			kind, i%3, num(m), chartLeft, chartLeft+chartW, yy, yy, chartLeft+chartW+4+(i/3)*118, px(y(m)+4), label, secs(m), label, secs(m))
 	}
 	b.WriteString("</svg>\n")
 	b.WriteString("<p class=\"legend\"><span class=\"key q0\"></span>p50 <span class=\"key q1\"></span>p90 <span class=\"key q2\"></span>p99: histogram_quantile of the 5-minute rate of every node's buckets at each evaluation; dashed: CL2's figures (quantile_over_time 0.99 of each line), dotted: the exact quantiles of every sample</p>\n")
@@ -345,8 +345,8 @@ func writeHeat(b *bytes.Buffer, v *ClusterView, end time.Duration) {
 	rowH := min(14, max(4, 700/(len(rows)+1)))
 	w, h := labelW+chartW+8, axisH+(len(rows)+1)*rowH+4
 	cellW := float64(chartW) / float64(cols)
-	fmt.Fprintf(b, "<p class=\"summary\">a row per node, a column per %v; the colour is the share of the column the node spent syncing (its syncs' modelled length), in %d steps of %d%%; the first row is the mean of every node</p>\n",
-		v.Column, heatLevels, 100/heatLevels)
+	fmt.Fprintf(b, "<p class=\"summary\">a row per node, a column per %v; the colour is the share of the column the node spent syncing (its syncs' modelled length), in %d steps of %g%%; the first row is the mean of every node</p>\n",
+		v.Column, heatLevels, 100.0/heatLevels)
 	if len(rows) < len(c.Nodes) {
 		fmt.Fprintf(b, "<p class=\"note\">%d of %d nodes drawn: those with the most sync time (the rows that differ), in the cluster's order; the mean row counts every node, and the table below lists the worst latencies</p>\n", len(rows), len(c.Nodes))
 	}
@@ -369,7 +369,7 @@ func writeHeat(b *bytes.Buffer, v *ClusterView, end time.Duration) {
 	b.WriteString("</svg>\n")
 	b.WriteString("<p class=\"legend\">busy share: ")
 	for l := 1; l <= heatLevels; l++ {
-		fmt.Fprintf(b, "<span class=\"key h%d\"></span>≤%d%% ", l, l*100/heatLevels)
+		fmt.Fprintf(b, "<span class=\"key h%d\"></span>≤%g%% ", l, float64(l)*100/heatLevels)
 	}
 	b.WriteString("</p>\n")
 }
