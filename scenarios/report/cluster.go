@@ -200,7 +200,8 @@ func secs(v float64) string {
 
 // The charts' geometry.
 const (
-	chartW, chartH = 1000, 220
+	chartW, chartH = 920, 220
+	heatLabelW     = 120 // the heat map's node names
 	chartLeft      = 64
 	chartTop       = 12
 	chartBottom    = 24
@@ -343,7 +344,7 @@ func writeHeat(b *bytes.Buffer, v *ClusterView, end time.Duration) {
 		}
 	}
 	rowH := min(14, max(4, 700/(len(rows)+1)))
-	w, h := labelW+chartW+8, axisH+(len(rows)+1)*rowH+4
+	w, h := heatLabelW+chartW+8, axisH+(len(rows)+1)*rowH+4
 	cellW := float64(chartW) / float64(cols)
 	fmt.Fprintf(b, "<p class=\"summary\">a row per node, a column per %v; the colour is the share of the column the node spent syncing (its syncs' modelled length), in %d steps of %g%%; the first row is the mean of every node</p>\n",
 		v.Column, heatLevels, 100.0/heatLevels)
@@ -353,7 +354,7 @@ func writeHeat(b *bytes.Buffer, v *ClusterView, end time.Duration) {
 	fmt.Fprintf(b, "<svg id=\"heat\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" data-rows=\"%d\" data-columns=\"%d\" data-column-ns=\"%d\">\n",
 		w, h, w, h, len(rows), cols, v.Column.Nanoseconds())
 	b.WriteString("<g class=\"axis\">")
-	x := func(at time.Duration) float64 { return labelW + float64(at)/float64(span)*chartW }
+	x := func(at time.Duration) float64 { return heatLabelW + float64(at)/float64(span)*chartW }
 	ts := tickStep(span, chartW)
 	for at := time.Duration(0); at <= span; at += ts {
 		xx := px(x(at))
@@ -409,7 +410,7 @@ func writeHeatRow(b *bytes.Buffer, name, pool string, row []time.Duration, colum
 		if l == 0 {
 			continue
 		}
-		fmt.Fprintf(&paths[l], "M%s %dh%sv%dh-%sz", px(labelW+float64(j)*cellW), top, px(cellW), rowH-1, px(cellW))
+		fmt.Fprintf(&paths[l], "M%s %dh%sv%dh-%sz", px(heatLabelW+float64(j)*cellW), top, px(cellW), rowH-1, px(cellW))
 	}
 	for l := 1; l <= heatLevels; l++ {
 		if paths[l].Len() > 0 {
