@@ -156,6 +156,8 @@ type cluster struct {
 	// podLat holds the light nodes' pod latencies (8 bytes each: nearly
 	// every one is distinct).
 	podLat sli.Exact
+	// onSync is told of each light node's sync as it ends (OnNodeSync).
+	onSync func(n *Node, r SyncRecord)
 }
 
 // streamEvent is one event the world's proxy heard, with what every node
@@ -250,6 +252,17 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 	c.nodes = append(c.nodes, n)
 	c.byName[spec.Name] = n
 	return n, nil
+}
+
+// OnNodeSync has f told of each light node's sync as it ends, failed or
+// not, so that an observer (the report page's heat map) can sum sync
+// activity over time without Keep holding every record. A materialised
+// node's syncs are its Syncs. Call it after AddNode; without nodes it does
+// nothing.
+func (w *World) OnNodeSync(f func(n *Node, r SyncRecord)) {
+	if w.cluster != nil {
+		w.cluster.onSync = f
+	}
 }
 
 // Nodes lists the world's other nodes in the order they were added.
@@ -940,6 +953,9 @@ func (n *Node) syncFinished(err error) {
 	}
 	if n.spec.Keep {
 		n.syncs = append(n.syncs, r)
+	}
+	if n.c.onSync != nil {
+		n.c.onSync(n, r)
 	}
 	if err == nil && len(n.taken) > 0 {
 		keys := make([]string, 0, len(n.taken))

@@ -44,6 +44,8 @@ type Timeline struct {
 	// their cost and work; SyncTotals sums them up.
 	Syncs      []Sync
 	SyncTotals SyncTotals
+	// Cluster is what every node of cluster.pools did, nil for one node.
+	Cluster *ClusterView
 }
 
 // Sync is one sync's cost and what it was made of.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proxysim/proxysim/scenarios"
 	"github.com/proxysim/proxysim/scenarios/replay"
+	"github.com/proxysim/proxysim/sim"
 	"github.com/proxysim/proxysim/sim/trace"
 )
 
@@ -62,11 +63,31 @@ func Replay(s *scenarios.Scenario, opts replay.Options) (*Timeline, *replay.Resu
 	if opts.TraceKeep == 0 && opts.TraceStream == nil {
 		opts.TraceKeep = 256
 	}
+	// A cluster's light nodes keep no sync records: the heat map sums
+	// theirs per column as they end.
+	var heat *heatCollector
+	if len(s.Nodes()) > 1 {
+		heat = newHeatCollector(s.Length())
+		prevWorld := opts.World
+		opts.World = func(w *sim.World) error {
+			if err := heat.watch(w); err != nil {
+				return err
+			}
+			if prevWorld != nil {
+				return prevWorld(w)
+			}
+			return nil
+		}
+	}
 	res, err := replay.Replay(s, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.Finish(res), res, nil
+	t := c.Finish(res)
+	if heat != nil && res.Cluster != nil {
+		t.Cluster = heat.view(res.Cluster, t.End)
+	}
+	return t, res, nil
 }
 
 // pageData is the page's JSON: times are integers in Unit nanoseconds,
@@ -264,6 +285,9 @@ func Write(w io.Writer, t *Timeline, cfg Config) error {
 		b.WriteString("</ol></section>\n")
 	}
 	writeSyncs(&b, t, cfg.MaxSyncRows)
+	if t.Cluster != nil {
+		writeCluster(&b, t)
+	}
 	b.WriteString("<script type=\"application/json\" id=\"data\">")
 	b.Write(data)
 	b.WriteString("</script>\n<script>\n")
