@@ -159,6 +159,8 @@ type replayer struct {
 	metricsErr error
 	// nodeDPs are the dataplanes of cluster.pools' materialised nodes.
 	nodeDPs map[string]Dataplane
+	// lightWorkers builds light nodes' work for a cost of it (lightwork.go).
+	lightWorkers LightWorkers
 	// A shard's parts at its cluster expectations, and the first error
 	// taking one.
 	checkpoints []Checkpoint

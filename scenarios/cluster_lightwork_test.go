@@ -1,0 +1,104 @@
+package scenarios
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/proxysim/proxysim/sim"
+)
+
+// profileScenario is equivalenceScenario costed by the default cost
+// profile (the second pool adding a fixed cost), with services Services:
+// past 1,000 endpoints the iptables proxier is in large-cluster mode
+// (comments dropped, stale chains cleaned up once per syncPeriod). delay
+// gives the first pool's other node a watch delay.
+func profileScenario(mode, materialize string, services int, delay string) string {
+	s := equivalenceScenario(mode, materialize)
+	for _, r := range [][2]string{
+		{"syncCost: {fixed: 150ms, perEndpoint: 3ms}", "syncCost: {profile: default}"},
+		{"syncCost: {fixed: 300ms, perService: 1ms}", "syncCost: {profile: default, fixed: 30ms}"},
+		{"services: 40", fmt.Sprintf("services: %d", services)},
+		{"syncJitter: 400ms", "syncJitter: 400ms\n      watchDelay: {min: 0s, max: " + delay + "}"},
+	} {
+		if !strings.Contains(s, r[0]) {
+			panic("profileScenario: no " + r[0])
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	return s
+}
+
+// A light node costed by a profile: every sync's work (full or partial,
+// the payload's sections, what iptables-save read, the table's rules),
+// hence its cost, is what the node's materialised self reports, in the
+// same cluster (watch delays, restarts, failed syncs, CPU speeds), in and
+// out of large-cluster mode.
+func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		services int
+		delay    string
+	}{
+		{"small", 40, "0s"},
+		{"small-delayed", 40, "900ms"},
+		{"large-delayed", 260, "700ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var runs [2][][]sim.SyncRecord
+			var res [2]*Result
+			for i, mat := range []string{"false", "true"} {
+				s, err := Parse("profile.yaml", []byte(profileScenario("iptables", mat, c.services, c.delay)), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := Replay(s, Options{KeepNodes: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Passed() {
+					t.Fatalf("replay failed: %v", r.Failures)
+				}
+				res[i] = r
+				for _, nr := range r.Cluster.Nodes {
+					runs[i] = append(runs[i], nr.Runs)
+				}
+			}
+			full, partial, large, saves := 0, 0, 0, 0
+			for k, nr := range res[0].Cluster.Nodes {
+				where := fmt.Sprintf("%s, node %s", c.name, nr.Name)
+				other := res[1].Cluster.Nodes[k]
+				compareRuns(t, where, runs[0][k], runs[1][k], true)
+				if !reflect.DeepEqual(nr.Programming, other.Programming) {
+					t.Errorf("%s: samples differ from the materialised node's: %s", where, firstDiff(nr.Programming, other.Programming))
+				}
+				if !reflect.DeepEqual(nr.PodLatencies, other.PodLatencies) {
+					t.Errorf("%s: pod latencies differ from the materialised node's", where)
+				}
+				for _, r := range nr.Runs {
+					w := r.Work.IPTables
+					if w == nil {
+						continue
+					}
+					if r.Work.Full {
+						full++
+					} else {
+						partial++
+					}
+					if w.TableRules > 0 && r.Work.Endpoints > 1000 {
+						large++
+					}
+					saves += w.Saves
+				}
+			}
+			t.Logf("%s: %d full and %d partial syncs with work (%d in large-cluster mode), %d saves", c.name, full, partial, large, saves)
+			if full < 5 || partial < 50 {
+				t.Errorf("%s: %d full and %d partial syncs: the case exercises too little", c.name, full, partial)
+			}
+			if (c.services > 200) != (large > 0) {
+				t.Errorf("%s: %d syncs in large-cluster mode", c.name, large)
+			}
+		})
+	}
+}
