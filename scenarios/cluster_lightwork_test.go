@@ -102,3 +102,70 @@ func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
 		})
 	}
 }
+
+// The invariant with a profile: each light node's syncs (their work and
+// cost), samples and pod latencies are its single-node replay's.
+func TestProfiledLightNodeIsItsSingleNodeReplay(t *testing.T) {
+	s, err := Parse("profile.yaml", []byte(profileScenario("iptables", "false", 260, "0s")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Replay(s, Options{KeepNodes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed() {
+		t.Fatalf("cluster replay failed: %v", res.Failures)
+	}
+	for _, nr := range res.Cluster.Nodes[1:] {
+		one, err := s.NodeScenario(nr.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sw *sim.World
+		single, err := Replay(one, Options{World: func(w *sim.World) error { sw = w; return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		where := "node " + nr.Name
+		compareRuns(t, where, nr.Runs, single.Runs, true)
+		if !reflect.DeepEqual(nr.Programming, single.Programming) {
+			t.Errorf("%s: samples differ from its replay alone: %s", where, firstDiff(nr.Programming, single.Programming))
+		}
+		if pods := sw.PodLatencies(); !reflect.DeepEqual(nr.PodLatencies, pods) || len(pods) < 10 {
+			t.Errorf("%s: pod latencies in the cluster %v, alone %v", where, nr.PodLatencies, pods)
+		}
+		costed := 0
+		for _, r := range nr.Runs {
+			if r.Split.By != "" && r.End-r.Start > r.Split.Write {
+				costed++
+			}
+		}
+		if costed < 20 {
+			t.Errorf("%s: only %d syncs costed by the profile", where, costed)
+		}
+	}
+}
+
+// A light node of a mode that computes no work refuses a profile, naming
+// the node and what to do.
+func TestLightNodeProfileRefusedWithoutWork(t *testing.T) {
+	for _, mode := range []string{"nftables", "ipvs"} {
+		src := profileScenario(mode, "false", 40, "0s")
+		if mode == "ipvs" {
+			src = strings.Replace(src, "syncCost: {profile: default}", "syncCost: {fixed: 1ms}", 1)
+			src = strings.Replace(src, "syncCost: {profile: default, fixed: 30ms}", "syncCost: {profile: default, fixed: 30ms}", 1)
+		}
+		s, err := Parse("profile.yaml", []byte(src), nil)
+		if err != nil {
+			if mode == "ipvs" && strings.Contains(err.Error(), "ipvs") {
+				continue // the default profile has no IPVS part: refused at load
+			}
+			t.Fatal(err)
+		}
+		_, err = Replay(s, Options{})
+		if err == nil || !strings.Contains(err.Error(), "node-00") || !strings.Contains(err.Error(), "materialise") {
+			t.Errorf("%s: light nodes with a profile: got %v, want a refusal naming the node and materialising", mode, err)
+		}
+	}
+}
