@@ -15,7 +15,33 @@ import (
 // (comments dropped, stale chains cleaned up once per syncPeriod). delay
 // gives the first pool's other node a watch delay.
 func profileScenario(mode, materialize string, services int, delay string) string {
+	return profileChurnScenario(mode, materialize, services, delay, 0)
+}
+
+// profileChurnScenario adds cluster.churn at rate writes per second from
+// 10s to 3m (none for 0): readiness flaps, pod restarts, rolling updates,
+// scaling, and Services deleted and created again.
+func profileChurnScenario(mode, materialize string, services int, delay string, rate int) string {
 	s := equivalenceScenario(mode, materialize)
+	if rate > 0 {
+		s = strings.Replace(s, "    pods: true\n", fmt.Sprintf(`    pods: true
+  churn:
+    seed: 3
+    rate: %d
+    from: 10s
+    until: 3m
+    processes: {readinessFlaps: 30%%, podRestarts: 15%%, rollingUpdates: 30%%, scaling: 15%%, services: 10%%}
+`, rate), 1)
+		// The churn's pods and Services come and go: keep the timeline's
+		// restarts and failed syncs only.
+		var kept []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.Contains(l, "podReady:") && !strings.Contains(l, "patch:") {
+				kept = append(kept, l)
+			}
+		}
+		s = strings.Join(kept, "\n")
+	}
 	for _, r := range [][2]string{
 		{"syncCost: {fixed: 150ms, perEndpoint: 3ms}", "syncCost: {profile: default}"},
 		{"syncCost: {fixed: 300ms, perService: 1ms}", "syncCost: {profile: default, fixed: 30ms}"},
@@ -40,16 +66,19 @@ func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
 		name     string
 		services int
 		delay    string
+		churn    int
 	}{
-		{"small", 40, "0s"},
-		{"small-delayed", 40, "900ms"},
-		{"large-delayed", 260, "700ms"},
+		{"small", 40, "0s", 0},
+		{"small-delayed", 40, "900ms", 0},
+		{"large-delayed", 260, "700ms", 0},
+		// Over 1,024 events: the Service state log is trimmed under way.
+		{"churn-delayed", 120, "500ms", 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var runs [2][][]sim.SyncRecord
 			var res [2]*Result
 			for i, mat := range []string{"false", "true"} {
-				s, err := Parse("profile.yaml", []byte(profileScenario("iptables", mat, c.services, c.delay)), nil)
+				s, err := Parse("profile.yaml", []byte(profileChurnScenario("iptables", mat, c.services, c.delay, c.churn)), nil)
 				if err != nil {
 					t.Fatal(err)
 				}

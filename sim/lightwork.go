@@ -161,9 +161,10 @@ func (c *cluster) svcAt(name types.NamespacedName, h int) *ServiceState {
 }
 
 // trimVersions lets go of the states no node can ask for: those replaced
-// before every light worker's applied position.
+// before every light worker's applied position. It looks every 1,024
+// events (a walk over the Services and the nodes).
 func (c *cluster) trimVersions() {
-	if !c.versions || c.head < c.versionsTrimmedAt*2+1024 {
+	if !c.versions || c.head < c.versionsTrimmedAt+1024 {
 		return
 	}
 	c.versionsTrimmedAt = c.head
