@@ -57,6 +57,10 @@ type NodeSpec struct {
 	// (Syncs, ProgrammingSamples, PodLatency) rather than counts alone. A
 	// materialised node keeps them all anyway.
 	Keep bool
+	// LightWork, if set, computes a light node's sync work as its mode's
+	// proxier would report it (see LightWorker): what a cost of the sync's
+	// work (Cost.Work) needs on a light node.
+	LightWork LightWorkFor
 	// SLI, if set, is where a light node's network_programming_duration
 	// observations go as they happen (folded into its scrapes), instead of
 	// Observations keeping each: what lets thousands of nodes run for
@@ -96,6 +100,8 @@ type Node struct {
 	// first successful sync whose start shows it, as the world's proxy
 	// does, which four numbers cannot say.
 	irregular []*podState
+	// lw computes its syncs' work (NodeSpec.LightWork).
+	lw *lightWork
 
 	stats    NodeStats
 	syncs    []SyncRecord
@@ -153,6 +159,12 @@ type cluster struct {
 	carry   []*podState // Node.carried's list, reused: one node at a time
 	trimAt  int         // the logs' size above which trimPods looks again
 	touched []string    // pods whose view count the event being applied changed
+	// Every Service's states over the stream, for the light nodes' work
+	// (versions: some node has a LightWork; see lightwork.go).
+	versions               bool
+	svcLog                 map[types.NamespacedName][]*ServiceState
+	largeEps, initialLarge int
+	versionsTrimmedAt      int
 	// podLat holds the light nodes' pod latencies (8 bytes each: nearly
 	// every one is distinct).
 	podLat sli.Exact
@@ -175,6 +187,10 @@ type streamEvent struct {
 	remove       bool
 	trigger      time.Time
 	size         [2]int // the reference's size after it
+	// svcName is the Service a Service or EndpointSlice event is about;
+	// largeEps the endpoints of every Service port after it.
+	svcName  types.NamespacedName
+	largeEps int
 }
 
 type podState struct {
@@ -217,7 +233,7 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 	}
 	if w.cluster == nil {
 		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{}}
-		w.cluster.ref = proxy.NewProxier(w.cfg.Family, "", "", refBackend{}, proxy.EndpointSliceTrackerOptions{})
+		w.cluster.ref = proxy.NewProxier(w.cfg.Family, "", "", refBackend{w.cluster}, proxy.EndpointSliceTrackerOptions{})
 	}
 	c := w.cluster
 	if c.byName[spec.Name] != nil {
@@ -243,8 +259,17 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 		}
 		fw.started = true
 		n.fw = fw
+	} else if spec.LightWork != nil {
+		lw, err := spec.LightWork(spec.Name, spec.Zone)
+		if err != nil {
+			return nil, fmt.Errorf("sim: node %s: %w", spec.Name, err)
+		}
+		n.lw = &lightWork{w: lw, applied: -1}
+		if !c.versions {
+			c.versions, c.svcLog = true, map[types.NamespacedName][]*ServiceState{}
+		}
 	} else if spec.Cost.Work != nil {
-		return nil, fmt.Errorf("sim: node %s: a cost of the sync's work needs the node materialised (NewBackend)", spec.Name)
+		return nil, fmt.Errorf("sim: node %s: a cost of the sync's work needs the node's work: its mode computes none for a light node (NodeSpec.LightWork), so it must be materialised (NewBackend)", spec.Name)
 	}
 	if spec.Keep {
 		n.podLat = map[string]time.Duration{}
@@ -282,10 +307,14 @@ func (w *World) Node(name string) (*Node, bool) {
 	return n, ok
 }
 
-// refBackend programs nothing: the reference proxier only counts.
-type refBackend struct{}
+// refBackend programs nothing: the reference proxier only counts, and
+// logs the Services' states for light nodes' work.
+type refBackend struct{ c *cluster }
 
-func (refBackend) Sync(*proxy.SyncState) error { return nil }
+func (b refBackend) Sync(st *proxy.SyncState) error {
+	b.c.recordVersions(st)
+	return nil
+}
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.spec.Name }
@@ -481,6 +510,9 @@ func (n *Node) Restart() error {
 	}
 	n.gen++
 	n.heard = n.c.head
+	if n.lw != nil {
+		n.lw.w.Restart()
+	}
 	return n.lightStart()
 }
 
@@ -512,6 +544,7 @@ func (c *cluster) start() error {
 	}
 	sp, ep := c.ref.Size()
 	c.initial = [2]int{sp, ep}
+	c.initialLarge = c.largeEps
 	var list []informerEvent
 	for _, n := range c.nodes {
 		if n.fw != nil {
@@ -572,6 +605,7 @@ func (c *cluster) heard(ev informerEvent, listing bool) {
 	se := c.apply(ev)
 	c.head++
 	se.size = c.sizeNow()
+	se.largeEps = c.largeEps
 	c.stream = append(c.stream, se)
 	c.viewChanged()
 	idx := c.head - 1
@@ -583,6 +617,7 @@ func (c *cluster) heard(ev informerEvent, listing bool) {
 		n.hear(idx)
 	}
 	c.trim()
+	c.trimVersions()
 }
 
 func (c *cluster) sizeNow() [2]int {
@@ -608,6 +643,7 @@ func (c *cluster) trim() {
 	for _, n := range c.nodes {
 		low = min(low, n.heard)
 	}
+	low = c.lowestApplied(low)
 	if drop := low - 1 - c.base; drop > 64 && drop*2 > len(c.stream) {
 		c.stream = slices.Clone(c.stream[drop:])
 		c.base += drop
@@ -623,6 +659,7 @@ func (c *cluster) apply(ev informerEvent) streamEvent {
 	switch o := obj.(type) {
 	case *v1.Service:
 		se.svc = types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+		se.svcName = se.svc
 		switch ev.op {
 		case "add":
 			se.cur = proxy.ServicePorts(o, family)
@@ -649,6 +686,9 @@ func (c *cluster) apply(ev informerEvent) streamEvent {
 			err = c.ref.OnEndpointSliceDelete(o)
 		}
 		se.sliceChanged = err == nil && c.ref.LastSliceChanged()
+		if name := o.Labels[discovery.LabelServiceName]; name != "" && o.Name != "" {
+			se.svcName = types.NamespacedName{Namespace: o.Namespace, Name: name}
+		}
 		if string(o.AddressType) != string(family) {
 			break
 		}
@@ -838,7 +878,7 @@ func (n *Node) lightStart() error {
 	n.syncStarted("initial")
 	n.services.DropPending()
 	n.size = n.c.sizeAt(n.heard)
-	n.cur.Work = SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
+	n.cur.Work = n.lightWorkSync()
 	n.syncFinished(nil)
 	return nil
 }
@@ -854,17 +894,23 @@ func (n *Node) lightSync(gen int) error {
 		n.cur.Work = SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
 		return ErrInjectedSyncFailure
 	}
-	if n.initialized {
-		n.services.DropPending()
-		n.size = n.c.sizeAt(n.heard)
+	if !n.initialized {
+		n.cur.Work = SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
+		return nil
 	}
-	n.cur.Work = SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
+	n.services.DropPending()
+	n.size = n.c.sizeAt(n.heard)
+	n.cur.Work = n.lightWorkSync()
 	return nil
 }
 
 // cost is proxyConsumer.cost for a light node.
 func (n *Node) cost() time.Duration {
-	return n.spec.Cost.RunCost(n.runnerRuns, n.costFrom, n.cur.Work)
+	c := n.spec.Cost
+	if sp, ok := c.Work.(CostSplitter); ok && len(c.Runs) == 0 && n.running && n.spec.Keep {
+		n.cur.Split = sp.SplitCost(n.cur.Work)
+	}
+	return c.RunCost(n.runnerRuns, n.costFrom, n.cur.Work)
 }
 
 type nodeObserver struct{ n *Node }

@@ -76,6 +76,13 @@ func (r *replayer) addNodes(clk *vclock.Clock) error {
 		if !n.Materialize {
 			spec.SLI = sli.NewRecorder(cfg, scrapePhase(r.s, i+1, sli.ScrapeIntervalFor(len(nodes))), truth)
 		}
+		if !n.Materialize && spec.Cost.Work != nil {
+			lw, err := r.lightWorkFor(n, spec.Endpoints.IgnoreNodeHints)
+			if err != nil {
+				return err
+			}
+			spec.LightWork = lw
+		}
 		if n.Materialize {
 			ns, err := r.s.NodeScenario(n.Name)
 			if err != nil {

@@ -160,6 +160,8 @@ type replayer struct {
 	metricsErr error
 	// nodeDPs are the dataplanes of cluster.pools' materialised nodes.
 	nodeDPs map[string]scenarios.Dataplane
+	// lightWorkers builds light nodes' work for a cost of it (lightwork.go).
+	lightWorkers scenarios.LightWorkers
 	// A shard's parts at its cluster expectations, and the first error
 	// taking one.
 	checkpoints []Checkpoint

@@ -1,0 +1,105 @@
+package scenarios_test
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/scenarios/replay"
+)
+
+// profiledLoad is loadScenario costed by the default cost profile instead
+// of a fixed cost per sync and per endpoint.
+func profiledLoad(b *testing.B, mode string, nodes, services int, rate float64, length time.Duration) []byte {
+	src := loadScenario(mode, nodes, services, rate, length)
+	const fixed = "syncCost: {fixed: 200ms, perEndpoint: 20us}"
+	if !strings.Contains(src, fixed) {
+		b.Fatal("loadScenario's cost changed")
+	}
+	return []byte(strings.Replace(src, fixed, "syncCost: {profile: default}", 1))
+}
+
+// BenchmarkClusterHourProfile is BenchmarkClusterHour in iptables mode
+// with every node's syncs costed by the default profile: each light node
+// works out its syncs' work (docs/cluster.md, "A light node's work").
+// fixed is the same replay with BenchmarkClusterHour's fixed cost, run
+// beside it.
+func BenchmarkClusterHourProfile(b *testing.B) {
+	nodes := benchEnv("PROXYSIM_BENCH_NODES", 100)
+	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
+	rate := float64(benchEnv("PROXYSIM_BENCH_RATE", 2))
+	length := time.Duration(benchEnv("PROXYSIM_BENCH_MINUTES", 60)) * time.Minute
+	for _, cost := range []string{"profile", "fixed"} {
+		b.Run(cost, func(b *testing.B) {
+			src := []byte(loadScenario("iptables", nodes, services, rate, length))
+			if cost == "profile" {
+				src = profiledLoad(b, "iptables", nodes, services, rate, length)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				start, cpu0 := time.Now(), cpuTime()
+				s, err := scenarios.Parse("load.yaml", src, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !res.Passed() {
+					b.Fatal(res.Failures)
+				}
+				wall, cpu := time.Since(start), cpuTime()-cpu0
+				b.ReportMetric(length.Seconds()/wall.Seconds(), "x-realtime")
+				b.ReportMetric(length.Seconds()/cpu.Seconds(), "x-cputime")
+				c := res.Cluster
+				b.ReportMetric(float64(c.SLI.Samples), "samples")
+				b.ReportMetric(c.SLI.Perc99, "sli-p99-s")
+				var cpuh float64
+				for _, n := range c.Nodes {
+					cpuh += n.CPUPerHour
+				}
+				b.ReportMetric(cpuh/float64(len(c.Nodes)), "node-cpu-s/h")
+			}
+		})
+	}
+}
+
+// BenchmarkClusterNodeMemoryProfile is BenchmarkClusterNodeMemory with the
+// default profile: the live heap per light node, its work's bookkeeping
+// and the cluster's Service state log included.
+func BenchmarkClusterNodeMemoryProfile(b *testing.B) {
+	nodes := benchEnv("PROXYSIM_BENCH_NODES", 1000)
+	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
+	length := 10 * time.Minute
+	heap := func(n int) uint64 {
+		s, err := scenarios.Parse("load.yaml", profiledLoad(b, "iptables", n, services, 2, length), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var peak uint64
+		res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40,
+			Progress: func(at time.Duration) {
+				if at == length {
+					runtime.GC()
+					var m runtime.MemStats
+					runtime.ReadMemStats(&m)
+					peak = max(peak, m.HeapAlloc)
+				}
+			}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.Passed() {
+			b.Fatal(res.Failures)
+		}
+		return peak
+	}
+	for b.Loop() {
+		one := heap(2)
+		many := heap(nodes)
+		b.ReportMetric(float64(int64(many)-int64(one))/float64(nodes-2), "bytes/node")
+	}
+}

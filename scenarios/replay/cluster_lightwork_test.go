@@ -1,0 +1,201 @@
+package replay
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/proxysim/proxysim/scenarios"
+	"github.com/proxysim/proxysim/sim"
+)
+
+// profileScenario is equivalenceScenario costed by the default cost
+// profile (the second pool adding a fixed cost), with services Services:
+// past 1,000 endpoints the iptables proxier is in large-cluster mode
+// (comments dropped, stale chains cleaned up once per syncPeriod). delay
+// gives the first pool's other node a watch delay.
+func profileScenario(mode, materialize string, services int, delay string) string {
+	return profileChurnScenario(mode, materialize, services, delay, 0)
+}
+
+// profileChurnScenario adds cluster.churn at rate writes per second from
+// 10s to 3m (none for 0): readiness flaps, pod restarts, rolling updates,
+// scaling, and Services deleted and created again.
+func profileChurnScenario(mode, materialize string, services int, delay string, rate int) string {
+	s := equivalenceScenario(mode, materialize)
+	if rate > 0 {
+		s = strings.Replace(s, "    pods: true\n", fmt.Sprintf(`    pods: true
+  churn:
+    seed: 3
+    rate: %d
+    from: 10s
+    until: 3m
+    processes: {readinessFlaps: 30%%, podRestarts: 15%%, rollingUpdates: 30%%, scaling: 15%%, services: 10%%}
+`, rate), 1)
+		// The churn's pods and Services come and go: keep the timeline's
+		// restarts and failed syncs only.
+		var kept []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.Contains(l, "podReady:") && !strings.Contains(l, "patch:") {
+				kept = append(kept, l)
+			}
+		}
+		s = strings.Join(kept, "\n")
+	}
+	for _, r := range [][2]string{
+		{"syncCost: {fixed: 150ms, perEndpoint: 3ms}", "syncCost: {profile: default}"},
+		{"syncCost: {fixed: 300ms, perService: 1ms}", "syncCost: {profile: default, fixed: 30ms}"},
+		{"services: 40", fmt.Sprintf("services: %d", services)},
+		{"syncJitter: 400ms", "syncJitter: 400ms\n      watchDelay: {min: 0s, max: " + delay + "}"},
+	} {
+		if !strings.Contains(s, r[0]) {
+			panic("profileScenario: no " + r[0])
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	return s
+}
+
+// A light node costed by a profile: every sync's work (full or partial,
+// the payload's sections, what iptables-save read, the table's rules),
+// hence its cost, is what the node's materialised self reports, in the
+// same cluster (watch delays, restarts, failed syncs, CPU speeds), in and
+// out of large-cluster mode.
+func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		services int
+		delay    string
+		churn    int
+	}{
+		{"small", 40, "0s", 0},
+		{"small-delayed", 40, "900ms", 0},
+		{"large-delayed", 260, "700ms", 0},
+		// Over 1,024 events: the Service state log is trimmed under way.
+		{"churn-delayed", 120, "500ms", 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var runs [2][][]sim.SyncRecord
+			var res [2]*Result
+			for i, mat := range []string{"false", "true"} {
+				s, err := scenarios.Parse("profile.yaml", []byte(profileChurnScenario("iptables", mat, c.services, c.delay, c.churn)), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := Replay(s, Options{KeepNodes: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Passed() {
+					t.Fatalf("replay failed: %v", r.Failures)
+				}
+				res[i] = r
+				for _, nr := range r.Cluster.Nodes {
+					runs[i] = append(runs[i], nr.Runs)
+				}
+			}
+			full, partial, large, saves := 0, 0, 0, 0
+			for k, nr := range res[0].Cluster.Nodes {
+				where := fmt.Sprintf("%s, node %s", c.name, nr.Name)
+				other := res[1].Cluster.Nodes[k]
+				compareRuns(t, where, runs[0][k], runs[1][k], true)
+				if !reflect.DeepEqual(nr.Programming, other.Programming) {
+					t.Errorf("%s: samples differ from the materialised node's: %s", where, firstDiff(nr.Programming, other.Programming))
+				}
+				if !reflect.DeepEqual(nr.PodLatencies, other.PodLatencies) {
+					t.Errorf("%s: pod latencies differ from the materialised node's", where)
+				}
+				for _, r := range nr.Runs {
+					w := r.Work.IPTables
+					if w == nil {
+						continue
+					}
+					if r.Work.Full {
+						full++
+					} else {
+						partial++
+					}
+					if w.TableRules > 0 && r.Work.Endpoints > 1000 {
+						large++
+					}
+					saves += w.Saves
+				}
+			}
+			t.Logf("%s: %d full and %d partial syncs with work (%d in large-cluster mode), %d saves", c.name, full, partial, large, saves)
+			if full < 5 || partial < 50 {
+				t.Errorf("%s: %d full and %d partial syncs: the case exercises too little", c.name, full, partial)
+			}
+			if (c.services > 200) != (large > 0) {
+				t.Errorf("%s: %d syncs in large-cluster mode", c.name, large)
+			}
+		})
+	}
+}
+
+// The invariant with a profile: each light node's syncs (their work and
+// cost), samples and pod latencies are its single-node replay's.
+func TestProfiledLightNodeIsItsSingleNodeReplay(t *testing.T) {
+	s, err := scenarios.Parse("profile.yaml", []byte(profileScenario("iptables", "false", 260, "0s")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Replay(s, Options{KeepNodes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed() {
+		t.Fatalf("cluster replay failed: %v", res.Failures)
+	}
+	for _, nr := range res.Cluster.Nodes[1:] {
+		one, err := s.NodeScenario(nr.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sw *sim.World
+		single, err := Replay(one, Options{World: func(w *sim.World) error { sw = w; return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		where := "node " + nr.Name
+		compareRuns(t, where, nr.Runs, single.Runs, true)
+		if !reflect.DeepEqual(nr.Programming, single.Programming) {
+			t.Errorf("%s: samples differ from its replay alone: %s", where, firstDiff(nr.Programming, single.Programming))
+		}
+		if pods := sw.PodLatencies(); !reflect.DeepEqual(nr.PodLatencies, pods) || len(pods) < 10 {
+			t.Errorf("%s: pod latencies in the cluster %v, alone %v", where, nr.PodLatencies, pods)
+		}
+		costed := 0
+		for _, r := range nr.Runs {
+			if r.Split.By != "" && r.End-r.Start > r.Split.Write {
+				costed++
+			}
+		}
+		if costed < 20 {
+			t.Errorf("%s: only %d syncs costed by the profile", where, costed)
+		}
+	}
+}
+
+// A light node of a mode that computes no work refuses a profile, naming
+// the node and what to do.
+func TestLightNodeProfileRefusedWithoutWork(t *testing.T) {
+	for _, mode := range []string{"nftables", "ipvs"} {
+		src := profileScenario(mode, "false", 40, "0s")
+		if mode == "ipvs" {
+			src = strings.Replace(src, "syncCost: {profile: default}", "syncCost: {fixed: 1ms}", 1)
+			src = strings.Replace(src, "syncCost: {profile: default, fixed: 30ms}", "syncCost: {profile: default, fixed: 30ms}", 1)
+		}
+		s, err := scenarios.Parse("profile.yaml", []byte(src), nil)
+		if err != nil {
+			if mode == "ipvs" && strings.Contains(err.Error(), "ipvs") {
+				continue // the default profile has no IPVS part: refused at load
+			}
+			t.Fatal(err)
+		}
+		_, err = Replay(s, Options{})
+		if err == nil || !strings.Contains(err.Error(), "node-00") || !strings.Contains(err.Error(), "materialise") {
+			t.Errorf("%s: light nodes with a profile: got %v, want a refusal naming the node and materialising", mode, err)
+		}
+	}
+}
