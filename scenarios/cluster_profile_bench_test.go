@@ -39,29 +39,7 @@ func BenchmarkClusterHourProfile(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				start, cpu0 := time.Now(), cpuTime()
-				s, err := scenarios.Parse("load.yaml", src, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if !res.Passed() {
-					b.Fatal(res.Failures)
-				}
-				wall, cpu := time.Since(start), cpuTime()-cpu0
-				b.ReportMetric(length.Seconds()/wall.Seconds(), "x-realtime")
-				b.ReportMetric(length.Seconds()/cpu.Seconds(), "x-cputime")
-				c := res.Cluster
-				b.ReportMetric(float64(c.SLI.Samples), "samples")
-				b.ReportMetric(c.SLI.Perc99, "sli-p99-s")
-				var cpuh float64
-				for _, n := range c.Nodes {
-					cpuh += n.CPUPerHour
-				}
-				b.ReportMetric(cpuh/float64(len(c.Nodes)), "node-cpu-s/h")
+				replayHour(b, src, length)
 			}
 		})
 	}
