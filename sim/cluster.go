@@ -165,6 +165,10 @@ type cluster struct {
 	svcLog                 map[types.NamespacedName][]*ServiceState
 	largeEps, initialLarge int
 	versionsTrimmedAt      int
+	// frontends are the Services' frontends at the head and their holder;
+	// sharedFrontend the first held twice (LightSync.SharedFrontend).
+	frontends      map[string]types.NamespacedName
+	sharedFrontend string
 	// podLat holds the light nodes' pod latencies (8 bytes each: nearly
 	// every one is distinct).
 	podLat sli.Exact

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -78,6 +79,13 @@ func (s *LightSync) At(name types.NamespacedName, h int) *ServiceState {
 	return s.c.svcAt(name, h)
 }
 
+// SharedFrontend is "" unless, at some point of the stream so far, two
+// Service ports held the same frontend: a ClusterIP (two Services), an
+// IP, protocol and port, or a protocol and node port. It then says which.
+// A mode whose dataplane keys sets by frontend (nftables) cannot tell one
+// Service's elements from another's then.
+func (s *LightSync) SharedFrontend() string { return s.c.sharedFrontend }
+
 // Each calls f with every Service's state at Heard that has ports.
 func (s *LightSync) Each(f func(*ServiceState)) {
 	for name := range s.c.svcLog {
@@ -134,6 +142,7 @@ func (c *cluster) recordVersions(st *proxy.SyncState) {
 			if prev.Gone() && ns.Gone() {
 				continue
 			}
+			c.trackFrontends(prev, ns)
 			if prev != nil {
 				c.largeEps -= prev.Endpoints
 			}
@@ -145,6 +154,70 @@ func (c *cluster) recordVersions(st *proxy.SyncState) {
 			}
 		}
 	}
+}
+
+// trackFrontends moves a Service's frontends from its state prev to cur in
+// the index of the frontends held at the head, noting the first one held
+// twice (SharedFrontend).
+func (c *cluster) trackFrontends(prev, cur *ServiceState) {
+	if c.frontends == nil {
+		c.frontends = map[string]types.NamespacedName{}
+	}
+	if prev != nil {
+		for _, k := range frontendsOf(prev, nil) {
+			if c.frontends[k] == prev.Name {
+				delete(c.frontends, k)
+			}
+		}
+	}
+	if cur == nil {
+		return
+	}
+	for _, k := range frontendsOf(cur, func(k string) {
+		if c.sharedFrontend == "" {
+			c.sharedFrontend = fmt.Sprintf("Service %s holds %s twice (after %d events)", cur.Name, k, cur.At)
+		}
+	}) {
+		if o, ok := c.frontends[k]; ok && o != cur.Name && c.sharedFrontend == "" {
+			c.sharedFrontend = fmt.Sprintf("Services %s and %s both hold %s (after %d events)", o, cur.Name, k, cur.At)
+		}
+		c.frontends[k] = cur.Name
+	}
+}
+
+// frontendsOf lists a Service state's frontends, each once; twice is
+// called with one its ports hold twice (a ClusterIP aside: each port has
+// it).
+func frontendsOf(s *ServiceState, twice func(string)) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(k string, once bool) {
+		if seen[k] {
+			if once && twice != nil {
+				twice(k)
+			}
+			return
+		}
+		seen[k] = true
+		out = append(out, k)
+	}
+	for _, p := range s.Ports {
+		sp := p.Port
+		port := "/" + string(sp.Protocol) + "/" + strconv.Itoa(int(sp.Port))
+		ip := sp.ClusterIP.String()
+		add("ClusterIP "+ip, false)
+		add(ip+port, true)
+		for _, e := range sp.ExternalIPs {
+			add(e+port, true)
+		}
+		for _, l := range sp.LoadBalancerIPs {
+			add(l+port, true)
+		}
+		if sp.NodePort != 0 {
+			add("node port "+string(sp.Protocol)+"/"+strconv.Itoa(int(sp.NodePort)), true)
+		}
+	}
+	return out
 }
 
 // svcAt is a Service's state at stream position h.

@@ -63,23 +63,42 @@ func profileChurnScenario(mode, materialize string, services int, delay string, 
 // same cluster (watch delays, restarts, failed syncs, CPU speeds), in and
 // out of large-cluster mode.
 func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		services int
-		delay    string
-		churn    int
-	}{
+	testLightNodeWork(t, "iptables", []lightWorkCase{
 		{"small", 40, "0s", 0},
 		{"small-delayed", 40, "900ms", 0},
 		{"large-delayed", 260, "700ms", 0},
 		// Over 1,024 events: the Service state log is trimmed under way.
 		{"churn-delayed", 120, "500ms", 8},
-	} {
+	})
+}
+
+// The same in nftables mode: every sync's transactions, operations by verb
+// and object, chains rewritten, stale chains flushed and deleted, and
+// listings (hence its cost) are the materialised node's. The delays make
+// syncs less and more than a second apart (stale chains wait, or are
+// flushed again); the churn deletes and creates Services and endpoints.
+func TestNFTablesLightNodeWorkIsMaterialisedWork(t *testing.T) {
+	testLightNodeWork(t, "nftables", []lightWorkCase{
+		{"small", 40, "0s", 0},
+		{"small-delayed", 40, "900ms", 0},
+		{"churn-delayed", 120, "500ms", 8},
+	})
+}
+
+type lightWorkCase struct {
+	name     string
+	services int
+	delay    string
+	churn    int
+}
+
+func testLightNodeWork(t *testing.T, mode string, cases []lightWorkCase) {
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var runs [2][][]sim.SyncRecord
 			var res [2]*Result
 			for i, mat := range []string{"false", "true"} {
-				s, err := scenarios.Parse("profile.yaml", []byte(profileChurnScenario("iptables", mat, c.services, c.delay, c.churn)), nil)
+				s, err := scenarios.Parse("profile.yaml", []byte(profileChurnScenario(mode, mat, c.services, c.delay, c.churn)), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -96,6 +115,7 @@ func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
 				}
 			}
 			full, partial, large, saves := 0, 0, 0, 0
+			flushed, deleted, elements := 0, 0, 0
 			for k, nr := range res[0].Cluster.Nodes {
 				where := fmt.Sprintf("%s, node %s", c.name, nr.Name)
 				other := res[1].Cluster.Nodes[k]
@@ -107,8 +127,7 @@ func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
 					t.Errorf("%s: pod latencies differ from the materialised node's", where)
 				}
 				for _, r := range nr.Runs {
-					w := r.Work.IPTables
-					if w == nil {
+					if r.Work.Mode() != mode {
 						continue
 					}
 					if r.Work.Full {
@@ -116,18 +135,29 @@ func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
 					} else {
 						partial++
 					}
-					if w.TableRules > 0 && r.Work.Endpoints > 1000 {
-						large++
+					if w := r.Work.IPTables; w != nil {
+						if w.TableRules > 0 && r.Work.Endpoints > 1000 {
+							large++
+						}
+						saves += w.Saves
 					}
-					saves += w.Saves
+					if w := r.Work.NFTables; w != nil {
+						flushed += w.StaleChainsFlushed
+						deleted += w.StaleChainsDeleted
+						elements += w.ElementsAdded() + w.ElementsDeleted()
+					}
 				}
 			}
-			t.Logf("%s: %d full and %d partial syncs with work (%d in large-cluster mode), %d saves", c.name, full, partial, large, saves)
+			t.Logf("%s %s: %d full and %d partial syncs with work (%d in large-cluster mode), %d saves; %d stale chains flushed, %d deleted, %d elements added or deleted",
+				mode, c.name, full, partial, large, saves, flushed, deleted, elements)
 			if full < 5 || partial < 50 {
 				t.Errorf("%s: %d full and %d partial syncs: the case exercises too little", c.name, full, partial)
 			}
-			if (c.services > 200) != (large > 0) {
+			if mode == "iptables" && (c.services > 200) != (large > 0) {
 				t.Errorf("%s: %d syncs in large-cluster mode", c.name, large)
+			}
+			if mode == "nftables" && (elements == 0 || (c.churn > 0 && (flushed == 0 || deleted == 0))) {
+				t.Errorf("%s: %d elements changed, %d stale chains flushed, %d deleted: the case exercises too little", c.name, elements, flushed, deleted)
 			}
 		})
 	}
@@ -177,10 +207,10 @@ func TestProfiledLightNodeIsItsSingleNodeReplay(t *testing.T) {
 	}
 }
 
-// A light node of a mode that computes no work refuses a profile, naming
-// the node and what to do.
+// A light node of a mode that computes no work (IPVS) refuses a profile,
+// naming the node and what to do.
 func TestLightNodeProfileRefusedWithoutWork(t *testing.T) {
-	for _, mode := range []string{"nftables", "ipvs"} {
+	for _, mode := range []string{"ipvs"} {
 		src := profileScenario(mode, "false", 40, "0s")
 		if mode == "ipvs" {
 			src = strings.Replace(src, "syncCost: {profile: default}", "syncCost: {fixed: 1ms}", 1)

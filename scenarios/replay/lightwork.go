@@ -19,7 +19,7 @@ func (r *replayer) lightWorkFor(n scenarios.ClusterNode, ignoreNodeHints bool) (
 	}
 	lm, ok := mode.(scenarios.LightWorkMode)
 	if !ok {
-		return nil, fmt.Errorf("%s: node %s: a light node of mode %s has no sync work to cost (syncCost.profile): only iptables computes it (docs/cluster.md); materialise its pool (materialize: true) or use a cost without a profile", r.s.File, n.Name, n.Proxy.Mode)
+		return nil, fmt.Errorf("%s: node %s: a light node of mode %s has no sync work to cost (syncCost.profile): only iptables and nftables compute it (docs/cluster.md); materialise its pool (materialize: true) or use a cost without a profile", r.s.File, n.Name, n.Proxy.Mode)
 	}
 	if r.lightWorkers == nil {
 		lw, err := lm.LightWork(r.s)
