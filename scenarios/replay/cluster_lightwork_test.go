@@ -64,11 +64,11 @@ func profileChurnScenario(mode, materialize string, services int, delay string, 
 // out of large-cluster mode.
 func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
 	testLightNodeWork(t, "iptables", []lightWorkCase{
-		{"small", 40, "0s", 0},
-		{"small-delayed", 40, "900ms", 0},
-		{"large-delayed", 260, "700ms", 0},
+		{"small", 40, "0s", 0, nil},
+		{"small-delayed", 40, "900ms", 0, nil},
+		{"large-delayed", 260, "700ms", 0, nil},
 		// Over 1,024 events: the Service state log is trimmed under way.
-		{"churn-delayed", 120, "500ms", 8},
+		{"churn-delayed", 120, "500ms", 8, nil},
 	})
 }
 
@@ -79,9 +79,17 @@ func TestLightNodeWorkIsMaterialisedWork(t *testing.T) {
 // flushed again); the churn deletes and creates Services and endpoints.
 func TestNFTablesLightNodeWorkIsMaterialisedWork(t *testing.T) {
 	testLightNodeWork(t, "nftables", []lightWorkCase{
-		{"small", 40, "0s", 0},
-		{"small-delayed", 40, "900ms", 0},
-		{"churn-delayed", 120, "500ms", 8},
+		{"small", 40, "0s", 0, nil},
+		{"small-delayed", 40, "900ms", 0, nil},
+		{"churn-delayed", 120, "500ms", 8, nil},
+		// ClientIP affinity (endpoint chains, affinity sets created and
+		// deleted), LoadBalancer Services and two ports a Service.
+		{"churn-affinity", 80, "300ms", 8, func(s string) string {
+			return strings.Replace(strings.Replace(s,
+				"    types: {ClusterIP: 70%, NodePort: 30%}\n",
+				"    types: {ClusterIP: 40%, NodePort: 30%, LoadBalancer: 30%}\n    sessionAffinity: {ClientIP: 50%, None: 50%}\n    ports: {1: 50%, 2: 50%}\n", 1),
+				"syncJitter: 100ms", "syncJitter: 100ms\n      watchDelay: {min: 0s, max: 1500ms}", 1)
+		}},
 	})
 }
 
@@ -90,6 +98,8 @@ type lightWorkCase struct {
 	services int
 	delay    string
 	churn    int
+	// edit, if set, changes the scenario.
+	edit func(string) string
 }
 
 func testLightNodeWork(t *testing.T, mode string, cases []lightWorkCase) {
@@ -98,7 +108,13 @@ func testLightNodeWork(t *testing.T, mode string, cases []lightWorkCase) {
 			var runs [2][][]sim.SyncRecord
 			var res [2]*Result
 			for i, mat := range []string{"false", "true"} {
-				s, err := scenarios.Parse("profile.yaml", []byte(profileChurnScenario(mode, mat, c.services, c.delay, c.churn)), nil)
+				src := profileChurnScenario(mode, mat, c.services, c.delay, c.churn)
+				if c.edit != nil {
+					if src = c.edit(src); !strings.Contains(src, "sessionAffinity: {ClientIP") {
+						t.Fatal("the case's edit did not apply")
+					}
+				}
+				s, err := scenarios.Parse("profile.yaml", []byte(src), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,7 +131,7 @@ func testLightNodeWork(t *testing.T, mode string, cases []lightWorkCase) {
 				}
 			}
 			full, partial, large, saves := 0, 0, 0, 0
-			flushed, deleted, elements := 0, 0, 0
+			flushed, deleted, elements, affinityDeleted := 0, 0, 0, 0
 			for k, nr := range res[0].Cluster.Nodes {
 				where := fmt.Sprintf("%s, node %s", c.name, nr.Name)
 				other := res[1].Cluster.Nodes[k]
@@ -145,19 +161,20 @@ func testLightNodeWork(t *testing.T, mode string, cases []lightWorkCase) {
 						flushed += w.StaleChainsFlushed
 						deleted += w.StaleChainsDeleted
 						elements += w.ElementsAdded() + w.ElementsDeleted()
+						affinityDeleted += w.Ops[sim.NFTDelete][sim.NFTSet]
 					}
 				}
 			}
-			t.Logf("%s %s: %d full and %d partial syncs with work (%d in large-cluster mode), %d saves; %d stale chains flushed, %d deleted, %d elements added or deleted",
-				mode, c.name, full, partial, large, saves, flushed, deleted, elements)
+			t.Logf("%s %s: %d full and %d partial syncs with work (%d in large-cluster mode), %d saves; %d stale chains flushed, %d deleted, %d elements added or deleted, %d affinity sets deleted",
+				mode, c.name, full, partial, large, saves, flushed, deleted, elements, affinityDeleted)
 			if full < 5 || partial < 50 {
 				t.Errorf("%s: %d full and %d partial syncs: the case exercises too little", c.name, full, partial)
 			}
 			if mode == "iptables" && (c.services > 200) != (large > 0) {
 				t.Errorf("%s: %d syncs in large-cluster mode", c.name, large)
 			}
-			if mode == "nftables" && (elements == 0 || (c.churn > 0 && (flushed == 0 || deleted == 0))) {
-				t.Errorf("%s: %d elements changed, %d stale chains flushed, %d deleted: the case exercises too little", c.name, elements, flushed, deleted)
+			if mode == "nftables" && (elements == 0 || (c.churn > 0 && (flushed == 0 || deleted == 0)) || (c.edit != nil && affinityDeleted == 0)) {
+				t.Errorf("%s: %d elements changed, %d stale chains flushed, %d deleted, %d affinity sets deleted: the case exercises too little", c.name, elements, flushed, deleted, affinityDeleted)
 			}
 		})
 	}
