@@ -169,6 +169,7 @@ type cluster struct {
 	// sharedFrontend the first held twice (LightSync.SharedFrontend).
 	frontends      map[string]types.NamespacedName
 	sharedFrontend string
+	lightErr       error // LightWorkErr
 	// podLat holds the light nodes' pod latencies (8 bytes each: nearly
 	// every one is distinct).
 	podLat sli.Exact

@@ -220,6 +220,15 @@ func frontendsOf(s *ServiceState, twice func(string)) []string {
 	return out
 }
 
+// LightWorkErr is the first error a light node's worker met working out a
+// sync's work (it could not be exact): the run's results are then wrong.
+func (w *World) LightWorkErr() error {
+	if w.cluster == nil {
+		return nil
+	}
+	return w.cluster.lightErr
+}
+
 // svcAt is a Service's state at stream position h.
 func (c *cluster) svcAt(name types.NamespacedName, h int) *ServiceState {
 	log := c.svcLog[name]
@@ -313,7 +322,11 @@ func (n *Node) lightWorkSync() SyncWork {
 	}
 	w, err := n.lw.w.Sync(s)
 	if err != nil {
-		c.w.keep(fmt.Errorf("node %s: %w", n.spec.Name, err))
+		err = fmt.Errorf("node %s: %w", n.spec.Name, err)
+		c.w.keep(err)
+		if c.lightErr == nil {
+			c.lightErr = err
+		}
 	}
 	n.lw.applied = n.heard
 	w.ServicePorts, w.Endpoints = work.ServicePorts, work.Endpoints

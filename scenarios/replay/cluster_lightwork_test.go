@@ -246,3 +246,38 @@ func TestLightNodeProfileRefusedWithoutWork(t *testing.T) {
 		}
 	}
 }
+
+// Two Services holding one frontend (an external IP and port) share an
+// nftables element, which a light node cannot attribute: it refuses,
+// naming them, where the materialised nodes replay the scenario.
+func TestNFTablesLightNodeRefusesSharedFrontend(t *testing.T) {
+	for _, mat := range []string{"true", "false"} {
+		src := profileScenario("nftables", mat, 40, "0s")
+		const at = "  - {at: 16m, note:"
+		if !strings.Contains(src, at) {
+			t.Fatal("no step to insert before")
+		}
+		src = strings.Replace(src, at, `  - {at: 15m50s, patch: {kind: Service, namespace: gen, name: svc-00001, merge: {spec: {externalIPs: [203.0.113.7]}}}}
+  - {at: 15m51s, patch: {kind: Service, namespace: gen, name: svc-00002, merge: {spec: {externalIPs: [203.0.113.7]}}}}
+`+at, 1)
+		s, err := scenarios.Parse("profile.yaml", []byte(src), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Replay(s, Options{})
+		if mat == "true" {
+			if err != nil || !res.Passed() {
+				t.Fatalf("materialised: %v %v", err, res.Failures)
+			}
+			continue
+		}
+		msg := fmt.Sprint(err)
+		if err == nil {
+			msg = fmt.Sprint(res.Failures)
+		}
+		t.Log(msg)
+		if !strings.Contains(msg, "gen/svc-00001 and gen/svc-00002 both hold 203.0.113.7/TCP/80") || !strings.Contains(msg, "materialise") {
+			t.Errorf("light nodes with a shared frontend: got %s, want a refusal naming both Services", msg)
+		}
+	}
+}

@@ -379,11 +379,17 @@ func (r *replayer) advanceTo(t time.Duration) error {
 		if r.churnErr != nil {
 			return r.churnErr
 		}
+		if err := r.w.LightWorkErr(); err != nil {
+			return fmt.Errorf("%s: %w", r.s.File, err)
+		}
 	}
 	r.w.RunUntil(t)
 	r.evalPending()
 	if r.opts.Progress != nil {
 		r.opts.Progress(r.w.Now())
+	}
+	if err := r.w.LightWorkErr(); err != nil {
+		return fmt.Errorf("%s: %w", r.s.File, err)
 	}
 	return r.w.Trace.Err()
 }
