@@ -1,6 +1,7 @@
 package scenarios_test
 
 import (
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -21,11 +22,20 @@ func profiledLoad(b *testing.B, mode string, nodes, services int, rate float64, 
 	return []byte(strings.Replace(src, fixed, "syncCost: {profile: default}", 1))
 }
 
+// benchMode is the mode of the profiled cluster benchmarks:
+// PROXYSIM_BENCH_MODE (iptables or nftables), iptables by default.
+func benchMode() string {
+	if m := os.Getenv("PROXYSIM_BENCH_MODE"); m != "" {
+		return m
+	}
+	return "iptables"
+}
+
 // BenchmarkClusterHourProfile is BenchmarkClusterHour in iptables mode
-// with every node's syncs costed by the default profile: each light node
-// works out its syncs' work (docs/cluster.md, "A light node's work").
-// fixed is the same replay with BenchmarkClusterHour's fixed cost, run
-// beside it.
+// (PROXYSIM_BENCH_MODE) with every node's syncs costed by the default
+// profile: each light node works out its syncs' work (docs/cluster.md, "A
+// light node's work"). fixed is the same replay with BenchmarkClusterHour's
+// fixed cost, run beside it.
 func BenchmarkClusterHourProfile(b *testing.B) {
 	nodes := benchEnv("PROXYSIM_BENCH_NODES", 100)
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
@@ -33,9 +43,9 @@ func BenchmarkClusterHourProfile(b *testing.B) {
 	length := time.Duration(benchEnv("PROXYSIM_BENCH_MINUTES", 60)) * time.Minute
 	for _, cost := range []string{"profile", "fixed"} {
 		b.Run(cost, func(b *testing.B) {
-			src := []byte(loadScenario("iptables", nodes, services, rate, length))
+			src := []byte(loadScenario(benchMode(), nodes, services, rate, length))
 			if cost == "profile" {
-				src = profiledLoad(b, "iptables", nodes, services, rate, length)
+				src = profiledLoad(b, benchMode(), nodes, services, rate, length)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -53,7 +63,7 @@ func BenchmarkClusterNodeMemoryProfile(b *testing.B) {
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
 	length := 10 * time.Minute
 	heap := func(n int) uint64 {
-		s, err := scenarios.Parse("load.yaml", profiledLoad(b, "iptables", n, services, 2, length), nil)
+		s, err := scenarios.Parse("load.yaml", profiledLoad(b, benchMode(), n, services, 2, length), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
