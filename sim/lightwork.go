@@ -42,6 +42,34 @@ type ServiceState struct {
 	Memo any
 }
 
+// SyncStateOf is the state a proxier's sync sees of this Service alone
+// on node (empty: a node holding none of its endpoints) in zone: its
+// endpoints marked local where they are on node, their node hints
+// dropped when the node's endpoint conversion ignores them. The shared
+// endpoints are copied, never changed.
+func (s *ServiceState) SyncStateOf(node, zone string, noNodeHints bool) *proxy.SyncState {
+	st := &proxy.SyncState{Services: proxy.ServiceMap{}, Endpoints: proxy.EndpointsMap{}, NodeName: node, Zone: zone}
+	for _, p := range s.Ports {
+		st.Services[p.Name] = p.Port
+		eps := p.Endpoints
+		if node != "" {
+			eps = make([]*proxy.Endpoint, len(p.Endpoints))
+			for i, e := range p.Endpoints {
+				c := *e
+				c.IsLocal = c.NodeName == node
+				if noNodeHints {
+					c.NodeHints = nil
+				}
+				eps[i] = &c
+			}
+		}
+		if len(eps) > 0 {
+			st.Endpoints[p.Name] = eps
+		}
+	}
+	return st
+}
+
 // ServicePortState is one port of a ServiceState.
 type ServicePortState struct {
 	Name      proxy.ServicePortName

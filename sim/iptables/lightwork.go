@@ -174,25 +174,7 @@ func contains(l []string, s string) bool {
 // renderService renders one Service's ports as node (empty: none of its
 // endpoints local) in zone.
 func (sh *LightShared) renderService(s *sim.ServiceState, node, zone string, large, noNodeHints bool) *svcRules {
-	st := &proxy.SyncState{Services: proxy.ServiceMap{}, Endpoints: proxy.EndpointsMap{}, NodeName: node, Zone: zone}
-	for _, p := range s.Ports {
-		st.Services[p.Name] = p.Port
-		eps := p.Endpoints
-		if node != "" {
-			eps = make([]*proxy.Endpoint, len(p.Endpoints))
-			for i, e := range p.Endpoints {
-				c := *e
-				c.IsLocal = c.NodeName == node
-				if noNodeHints {
-					c.NodeHints = nil
-				}
-				eps[i] = &c
-			}
-		}
-		if len(eps) > 0 {
-			st.Endpoints[p.Name] = eps
-		}
-	}
+	st := s.SyncStateOf(node, zone, noNodeHints)
 	nm := newNames()
 	nm.gen++
 	p := &payload{large: large, names: nm}

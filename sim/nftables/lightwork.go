@@ -177,25 +177,7 @@ func (n *lightNode) special(s *sim.ServiceState) bool {
 // Service's state as node (empty: none of its endpoints local) in zone,
 // into a transaction never run.
 func (sh *LightShared) render(s *sim.ServiceState, node, zone string, noNodeHints bool) *svcObjects {
-	st := &proxy.SyncState{Services: proxy.ServiceMap{}, Endpoints: proxy.EndpointsMap{}, NodeName: node, Zone: zone}
-	for _, p := range s.Ports {
-		st.Services[p.Name] = p.Port
-		eps := p.Endpoints
-		if node != "" {
-			eps = make([]*proxy.Endpoint, len(p.Endpoints))
-			for i, e := range p.Endpoints {
-				c := *e
-				c.IsLocal = c.NodeName == node
-				if noNodeHints {
-					c.NodeHints = nil
-				}
-				eps[i] = &c
-			}
-		}
-		if len(eps) > 0 {
-			st.Endpoints[p.Name] = eps
-		}
-	}
+	st := s.SyncStateOf(node, zone, noNodeHints)
 	p := New(sh.cfg, sh.scratch, fixedClock{}, nil)
 	p.work = &sim.NFTablesWork{}
 	tx := p.newTxn()
