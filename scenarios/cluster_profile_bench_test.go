@@ -2,13 +2,9 @@ package scenarios_test
 
 import (
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/proxysim/proxysim/scenarios"
-	"github.com/proxysim/proxysim/scenarios/replay"
 )
 
 // profiledLoad is loadScenario costed by the default cost profile instead
@@ -62,32 +58,7 @@ func BenchmarkClusterNodeMemoryProfile(b *testing.B) {
 	nodes := benchEnv("PROXYSIM_BENCH_NODES", 1000)
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
 	length := 10 * time.Minute
-	heap := func(n int) uint64 {
-		s, err := scenarios.Parse("load.yaml", profiledLoad(b, benchMode(), n, services, 2, length), nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var peak uint64
-		res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40,
-			Progress: func(at time.Duration) {
-				if at == length {
-					runtime.GC()
-					var m runtime.MemStats
-					runtime.ReadMemStats(&m)
-					peak = max(peak, m.HeapAlloc)
-				}
-			}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !res.Passed() {
-			b.Fatal(res.Failures)
-		}
-		return peak
-	}
 	for b.Loop() {
-		one := heap(2)
-		many := heap(nodes)
-		b.ReportMetric(float64(int64(many)-int64(one))/float64(nodes-2), "bytes/node")
+		lightNodeBytes(b, nodes, length, func(n int) []byte { return profiledLoad(b, benchMode(), n, services, 2, length) })
 	}
 }
