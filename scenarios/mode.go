@@ -86,6 +86,14 @@ type Expectation interface {
 	Validate(v *Validator)
 }
 
+// DataplaneBlind marks a step or expectation that neither reads nor
+// writes the proxy's dataplane: not its rules, not the trace of what was
+// written, not the metrics read from it. A cluster whose every step and
+// expectation is blind runs its first node without a dataplane, as light
+// as the other nodes (docs/cluster.md, "The first node"). A part without
+// the mark is taken to look.
+type DataplaneBlind interface{ DataplaneBlind() }
+
 var registry struct {
 	sync.RWMutex
 	modes map[string]Mode

@@ -33,7 +33,8 @@ type Pool struct {
 	// drawn uniformly in [min, max] (default 0).
 	WatchDelay *DurationRange `yaml:"watchDelay"`
 	// Materialize gives every node of the pool a whole proxier and
-	// dataplane (Go callers can read them; the first node always has).
+	// dataplane (Go callers can read them). The first node has them when
+	// anything looks at its dataplane (docs/cluster.md, "The first node").
 	Materialize bool `yaml:"materialize"`
 	Src         Src
 }
@@ -276,7 +277,7 @@ func (d *decoder) validatePools(s *Scenario) {
 				delay = 0
 			}
 			nodes = append(nodes, ClusterNode{Name: np.NodeName, Pool: pl.Name, Index: idx, Proxy: np,
-				Labels: maps.Clone(pl.Labels), WatchDelay: delay, Materialize: pl.Materialize || idx == 0})
+				Labels: maps.Clone(pl.Labels), WatchDelay: delay, Materialize: pl.Materialize})
 		}
 		total += count
 	}

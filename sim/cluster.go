@@ -135,6 +135,11 @@ type cluster struct {
 	nodes   []*Node
 	byName  map[string]*Node
 	started bool
+	// refStarted: the reference proxier has the listing (startRef).
+	refStarted bool
+	// own is the world's own proxy's work when it runs light
+	// (LightBackend), nil otherwise.
+	own *lightWork
 
 	// ref applies every event the world's proxy hears at once: the size
 	// of the state after any number of events.
@@ -236,11 +241,7 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 	if spec.Name == "" || spec.Name == w.cfg.NodeName {
 		return nil, fmt.Errorf("sim: node name %q empty or the world's own", spec.Name)
 	}
-	if w.cluster == nil {
-		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{}}
-		w.cluster.ref = proxy.NewProxier(w.cfg.Family, "", "", refBackend{w.cluster}, proxy.EndpointSliceTrackerOptions{})
-	}
-	c := w.cluster
+	c := w.clusterOf()
 	if c.byName[spec.Name] != nil {
 		return nil, fmt.Errorf("sim: node %q added twice", spec.Name)
 	}
@@ -270,9 +271,7 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 			return nil, fmt.Errorf("sim: node %s: %w", spec.Name, err)
 		}
 		n.lw = &lightWork{w: lw, applied: -1}
-		if !c.versions {
-			c.versions, c.svcLog = true, map[types.NamespacedName][]*ServiceState{}
-		}
+		c.keepVersions()
 	} else if spec.Cost.Work != nil {
 		return nil, fmt.Errorf("sim: node %s: a cost of the sync's work needs the node's work: its mode computes none for a light node (NodeSpec.LightWork), so it must be materialised (NewBackend)", spec.Name)
 	}
@@ -282,6 +281,23 @@ func (w *World) AddNode(spec NodeSpec) (*Node, error) {
 	c.nodes = append(c.nodes, n)
 	c.byName[spec.Name] = n
 	return n, nil
+}
+
+// clusterOf is the world's cluster, made on first use.
+func (w *World) clusterOf() *cluster {
+	if w.cluster == nil {
+		w.cluster = &cluster{w: w, byName: map[string]*Node{}, view: map[string]int{}, latest: map[string]*podState{}}
+		w.cluster.ref = proxy.NewProxier(w.cfg.Family, "", "", refBackend{w.cluster}, proxy.EndpointSliceTrackerOptions{})
+	}
+	return w.cluster
+}
+
+// keepVersions has the cluster log every Service's states: a light
+// worker reads them.
+func (c *cluster) keepVersions() {
+	if !c.versions {
+		c.versions, c.svcLog = true, map[types.NamespacedName][]*ServiceState{}
+	}
 }
 
 // OnNodeSync has f told of each light node's sync as it ends, failed or
@@ -540,16 +556,10 @@ func (c *cluster) listing() []informerEvent {
 
 // start starts every node, right after the world's proxy started.
 func (c *cluster) start() error {
+	if err := c.startRef(); err != nil {
+		return err
+	}
 	c.started = true
-	if err := c.ref.OnServicesSynced(); err != nil {
-		return err
-	}
-	if err := c.ref.OnEndpointSlicesSynced(); err != nil {
-		return err
-	}
-	sp, ep := c.ref.Size()
-	c.initial = [2]int{sp, ep}
-	c.initialLarge = c.largeEps
 	var list []informerEvent
 	for _, n := range c.nodes {
 		if n.fw != nil {
@@ -565,6 +575,26 @@ func (c *cluster) start() error {
 			return fmt.Errorf("node %s: %w", n.spec.Name, err)
 		}
 	}
+	return nil
+}
+
+// startRef has the reference proxier apply the world's listing and takes
+// the starting state from it, once: when the world's proxy has listed,
+// before its first sync (which a light first node works out from it).
+func (c *cluster) startRef() error {
+	if c.refStarted {
+		return nil
+	}
+	c.refStarted = true
+	if err := c.ref.OnServicesSynced(); err != nil {
+		return err
+	}
+	if err := c.ref.OnEndpointSlicesSynced(); err != nil {
+		return err
+	}
+	sp, ep := c.ref.Size()
+	c.initial = [2]int{sp, ep}
+	c.initialLarge = c.largeEps
 	return nil
 }
 
@@ -596,16 +626,23 @@ func (w *World) follow(ev informerEvent) {
 	w.keep(w.drain())
 }
 
-// heard takes an event the world's proxy just heard. During the world's
-// own start (listing) it only builds the starting state; a restart's
-// listing is the world's proxy's alone.
-func (c *cluster) heard(ev informerEvent, listing bool) {
+// take and tell take an event the world's proxy hears. During the
+// world's own start (listing) only the starting state is built; a
+// restart's listing is the world's proxy's alone.
+//
+// It comes in two parts. take applies the event to the cluster's state
+// before the world's proxy handles it, so that a sync the handler starts
+// at once (a light first node's, see LightBackend) finds it in the
+// stream; tell, once the handler returned, has the nodes hear it, as they
+// always have, after the world's proxy. take reports whether there is
+// anything to tell.
+func (c *cluster) take(ev informerEvent, listing bool) bool {
 	if listing {
 		if !c.started {
 			c.apply(ev)
 			c.viewChanged()
 		}
-		return
+		return false
 	}
 	se := c.apply(ev)
 	c.head++
@@ -613,6 +650,11 @@ func (c *cluster) heard(ev informerEvent, listing bool) {
 	se.largeEps = c.largeEps
 	c.stream = append(c.stream, se)
 	c.viewChanged()
+	return true
+}
+
+// tell has every node hear the stream's latest event (take's).
+func (c *cluster) tell() {
 	idx := c.head - 1
 	for _, n := range c.nodes {
 		if n.spec.WatchDelay > 0 {

@@ -278,12 +278,7 @@ func (c *cluster) trimVersions() {
 		return
 	}
 	c.versionsTrimmedAt = c.head
-	low := c.head
-	for _, n := range c.nodes {
-		if n.lw != nil && n.lw.applied >= 0 {
-			low = min(low, n.lw.applied)
-		}
-	}
+	low := c.lowestApplied(c.head)
 	for name, log := range c.svcLog {
 		i, found := slices.BinarySearchFunc(log, low, func(s *ServiceState, h int) int { return s.At - h })
 		if !found {
@@ -308,6 +303,9 @@ func (c *cluster) lowestApplied(low int) int {
 			low = min(low, n.lw.applied)
 		}
 	}
+	if c.own != nil && c.own.applied >= 0 {
+		low = min(low, c.own.applied)
+	}
 	return low
 }
 
@@ -315,13 +313,18 @@ func (c *cluster) lowestApplied(low int) int {
 // the Services touched and changed since its last one, then its worker's
 // work.
 func (n *Node) lightWorkSync() SyncWork {
-	c := n.c
 	work := SyncWork{ServicePorts: n.size[0], Endpoints: n.size[1]}
 	if n.lw == nil {
 		return work
 	}
-	s := &LightSync{Now: c.w.Clock.Now(), Heard: n.heard, Applied: n.lw.applied, c: c}
-	s.LargeEndpoints = c.largeAt(n.heard)
+	return n.c.lightWorkAt(n.lw, n.heard, n.spec.Name, work)
+}
+
+// lightWorkAt is the work of a sync by lw's node that applies the stream
+// up to heard, whose sizes are work's.
+func (c *cluster) lightWorkAt(lw *lightWork, heard int, node string, work SyncWork) SyncWork {
+	s := &LightSync{Now: c.w.Clock.Now(), Heard: heard, Applied: lw.applied, c: c}
+	s.LargeEndpoints = c.largeAt(heard)
 	if s.Applied >= 0 {
 		touched, changed := map[types.NamespacedName]bool{}, map[types.NamespacedName]bool{}
 		for i := s.Applied; i < s.Heard; i++ {
@@ -348,15 +351,15 @@ func (n *Node) lightWorkSync() SyncWork {
 		s.Touched = sortedNames(touched)
 		s.Changed = sortedNames(changed)
 	}
-	w, err := n.lw.w.Sync(s)
+	w, err := lw.w.Sync(s)
 	if err != nil {
-		err = fmt.Errorf("node %s: %w", n.spec.Name, err)
+		err = fmt.Errorf("node %s: %w", node, err)
 		c.w.keep(err)
 		if c.lightErr == nil {
 			c.lightErr = err
 		}
 	}
-	n.lw.applied = n.heard
+	lw.applied = heard
 	w.ServicePorts, w.Endpoints = work.ServicePorts, work.Endpoints
 	return w
 }

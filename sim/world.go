@@ -808,8 +808,8 @@ func (w *World) deliver(d delivery) {
 	}
 	w.Trace.Add(te)
 	var err error
-	if s == w.psub && w.cluster != nil {
-		defer w.cluster.heard(ev, w.listing)
+	if s == w.psub && w.cluster != nil && w.cluster.take(ev, w.listing) {
+		defer w.cluster.tell()
 	}
 	switch ev.op {
 	case "add":

@@ -189,7 +189,7 @@ func (r *replayer) clusterResult() (*ClusterResult, error) {
 		if i == 0 {
 			nr.NodeStats, nr.Restarts = w.Stats(), w.Restarts()
 			nr.Runs, nr.Programming, nr.PodLatencies = w.Syncs(), w.ProgrammingSamples(), w.PodLatencies()
-			if snap, err := r.dp.Snapshot(); err == nil {
+			if snap, err := r.dp.Snapshot(); err == nil && !w.Light() {
 				nr.Dataplane = snap
 			}
 		} else {

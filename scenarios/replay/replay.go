@@ -64,6 +64,10 @@ type Options struct {
 	// cluster.pools and leaves the cluster's figures and expectations to
 	// MergeShards: Result.Shard is the shard's file (docs/cluster.md).
 	Shard Shard
+	// MaterializeFirst keeps a cluster's first node materialised (its
+	// dataplane, the dataplane events of its trace, its dataplane metrics)
+	// even when no step or expectation looks at it; see firstnode.go.
+	MaterializeFirst bool
 }
 
 // Failure is one expectation that did not hold.
@@ -210,6 +214,9 @@ func Replay(s *scenarios.Scenario, opts Options) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: mode %q is not registered", s.File, s.Proxy.Mode)
 	}
+	// Whether a cluster's first node may run light is the caller's
+	// options as given (a dataplane of its own: no).
+	lightFirst := !looksAtDataplane(s, opts)
 	if opts.Dataplane == nil {
 		opts.Dataplane = mode.Fake
 	}
@@ -230,6 +237,15 @@ func Replay(s *scenarios.Scenario, opts Options) (*Result, error) {
 	r := &replayer{s: s, opts: opts, dp: dp, budget: newBudget(opts)}
 	cfg := worldConfig(s.Proxy, clk)
 	cfg.NewBackend = dp.NewBackend
+	if lightFirst {
+		light, err := r.firstNodeBackend()
+		if err != nil {
+			return nil, err
+		}
+		if light != nil {
+			cfg.NewBackend = light
+		}
+	}
 	cfg.TraceWork = opts.TraceWork
 	if reg, err := kpmetrics.New(mode.Name(), "IPv4"); err == nil {
 		r.metrics = reg

@@ -216,7 +216,7 @@ func (r *replayer) shardResult() (*ShardResult, error) {
 			st := w.Stats()
 			sn.Syncs, sn.Failed, sn.Busy, sn.Samples, sn.Worst, sn.WorstPod = st.Syncs, st.FailedSyncs, st.Busy, st.Samples, st.Worst, st.WorstPod
 			sn.Restarts = w.Restarts()
-			if snap, err := r.dp.Snapshot(); err == nil {
+			if snap, err := r.dp.Snapshot(); err == nil && !w.Light() {
 				sn.Dataplane = snap
 			}
 		} else {

@@ -248,12 +248,34 @@ func TestHeatMapLeavesTheResultAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := replay.Replay(s, replay.Options{TraceKeep: 256})
+	// The page looks at the first node's dataplane, so it is materialised
+	// there; a plain replay leaves it light, with the same figures.
+	plain, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaterializeFirst: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(res.Cluster, plain.Cluster) {
 		t.Error("the report's replay found another cluster result")
+	}
+	light, err := replay.Replay(s, replay.Options{TraceKeep: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if light.Cluster.Nodes[0].Dataplane != "" || res.Cluster.Nodes[0].Dataplane == "" {
+		t.Errorf("first node's dataplane: %d bytes light, %d bytes on the page", len(light.Cluster.Nodes[0].Dataplane), len(res.Cluster.Nodes[0].Dataplane))
+	}
+	// Under a fixed cost, a light node's sync records carry the sizes of
+	// its work alone.
+	light.Cluster.Nodes[0].Dataplane = res.Cluster.Nodes[0].Dataplane
+	for i, r := range res.Cluster.Nodes[0].Runs {
+		lr := &light.Cluster.Nodes[0].Runs[i]
+		if lr.Work.ServicePorts != r.Work.ServicePorts || lr.Work.Endpoints != r.Work.Endpoints {
+			t.Fatalf("sync %d: sizes %d/%d light, %d/%d on the page", r.N, lr.Work.ServicePorts, lr.Work.Endpoints, r.Work.ServicePorts, r.Work.Endpoints)
+		}
+		lr.Work = r.Work
+	}
+	if !reflect.DeepEqual(res.Cluster, light.Cluster) {
+		t.Error("the first node light changed the cluster's result")
 	}
 }
 
