@@ -411,7 +411,7 @@ func TestKubeProxyIPTablesInBubble(t *testing.T) {
 
 // notCompared are library scenarios the bubble leaves out, and why.
 var notCompared = map[string]string{
-	"cl2-load-100": "a 100-node cluster under 5 minutes of generated churn, too long for this step; its steps (podReady, rollingUpdate, graceful delete, apply, Service delete) are compared in the scenarios above, and its first node's kube-proxy is the same code as cluster-pools-iptables'",
+	"cl2-load-100":  "a 100-node cluster under 5 minutes of generated churn, too long for this step; its steps (podReady, rollingUpdate, graceful delete, apply, Service delete) are compared in the scenarios above, and its first node's kube-proxy is the same code as cluster-pools-iptables'",
 	"cl2-load-5000": "a 5,000-node cluster of 150,000 pods under generated churn (tagged large: make cl2-load-5000 replays it), far too long for this step; its step kinds are cl2-load-100's, compared in the scenarios above",
 }
 
