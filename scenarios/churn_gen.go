@@ -172,6 +172,9 @@ func (d *decoder) validateChurn(s *Scenario, last time.Duration) bool {
 	if st.maxUp < 0 {
 		bad("maxScaleUp", "must not be negative, got %d", st.maxUp)
 	}
+	if g := s.Cluster.Generate; g != nil && g.Deployments != nil && g.WithService != nil && g.WithService.hundredths == 0 && st.shares[procService] > 0 {
+		bad("processes", "the services process deletes and creates Services, and withService: 0%% generates none: give services 0%%")
+	}
 	if c.Processes != nil {
 		for _, e := range c.Processes.entries {
 			if !slices.Contains(churnProcesses, e.key) {

@@ -127,6 +127,7 @@ func TestGeneratedDeploymentsRefuseBadInput(t *testing.T) {
 		{"namespaces: 3", "namespaces: 3\n    services: 4", "deps.yaml:12:15: cluster.generate.services: give services (each with its own endpoints) or deployments, not both"},
 		{"namespaces: 3", "namespaces: 3\n    endpointsPerService: 4", "deps.yaml:12:26: cluster.generate.endpointsPerService: a Deployment's Service has its replicas as endpoints"},
 		{"    deployments: {5: 10, 30: 3, 100: 1}\n", "    services: 3\n", "deps.yaml:11:17: cluster.generate.namespaces: namespaces goes with deployments"},
+		{"withService: 50%", "withService: 0%", "deps.yaml:17:5: cluster.churn.processes: the services process deletes and creates Services, and withService: 0% generates none"},
 		{"controllers:\n  endpointSlice: {batchPeriod: 1s}\n", "", "deps.yaml:10:18: cluster.generate.deployments: generated Deployments' Pods need controllers: {endpointSlice: {}}"},
 	} {
 		src := strings.Replace(deploymentsScenario, c.from, c.to, 1)
