@@ -278,6 +278,10 @@ func (g *GeneratedCluster) spec(d *decoder) (sp *clustergen.Spec, ok bool) {
 		if g.Services != nil {
 			sp.Services = *g.Services // refused by the generator, at services
 		}
+		if len(g.Deployments.entries) == 0 && !d.has(g.Deployments.at.Path) {
+			d.addAt(g.Src.At("deployments"), "no Deployments: give at least one replica count a number of Deployments")
+			ok = false
+		}
 		if g.WithService == nil {
 			d.addAt(g.Src.At("deployments"), "deployments need withService: the share of each size's Deployments with a Service in front (ClusterLoader2's load test: 50%%)")
 			ok = false

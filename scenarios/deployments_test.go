@@ -121,6 +121,7 @@ func TestGeneratedDeploymentsRefuseBadInput(t *testing.T) {
 		{"{5: 10, 30: 3, 100: 1}", "{5: 10, x: 3}", "deps.yaml:12:26: cluster.generate.deployments.x: want replicas as a whole number, not negative, got \"x\""},
 		{"{5: 10, 30: 3, 100: 1}", "{5: 10, 30: many}", "deps.yaml:12:30: cluster.generate.deployments.30: want how many Deployments of 30 replicas"},
 		{"{5: 10, 30: 3, 100: 1}", "{5: 10, 05: 3}", "deps.yaml:12:26: cluster.generate.deployments.05: \"05\" given twice"},
+		{"{5: 10, 30: 3, 100: 1}", "{}", "deps.yaml:12:18: cluster.generate.deployments: no Deployments"},
 		{"{5: 10, 30: 3, 100: 1}", "{5: 0}", "deps.yaml:12:18: cluster.generate.deployments: no Deployments"},
 		{"{5: 10, 30: 3, 100: 1}", "{5: 10, 3000000: 1}", "deps.yaml:12:26: cluster.generate.deployments.3000000: want 0 to 2000000 replicas"},
 		{"namespaces: 3", "namespaces: 0", "deps.yaml:11:17: cluster.generate.namespaces: want at least 1, got 0"},

@@ -21,6 +21,8 @@ import (
 
 // Cluster is what Generate made. Services[i] is svc-i; its slices (or
 // pods) come in Slices (or Pods) in Service order, then in endpoint order.
+// Of a Deployments spec, Services[i] is the Service of the Deployment
+// whose Service field is i, and the Pods come in Deployment order.
 type Cluster struct {
 	Nodes    []*v1.Node
 	Services []*v1.Service
