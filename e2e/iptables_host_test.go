@@ -299,7 +299,7 @@ type kernelScenario struct {
 // included.
 func iptablesScenarios() ([]kernelScenario, error) {
 	var out []kernelScenario
-	for _, name := range scenarios.LibraryNames() {
+	for _, name := range scenarios.TestedLibraryNames() {
 		s, err := scenarios.LoadLibrary(name)
 		if err != nil {
 			return nil, err
@@ -450,7 +450,7 @@ var _ = Describe("a netns replay of an iptables scenario from the command line",
 
 var _ = Describe("a netns replay of the iptables library from the command line", Label("host-kernel"), func() {
 	var names []string
-	for _, n := range scenarios.LibraryNames() {
+	for _, n := range scenarios.TestedLibraryNames() {
 		if s, err := scenarios.LoadLibrary(n); err == nil && s.Proxy.Mode == iptablesmode.Name {
 			names = append(names, n)
 		}

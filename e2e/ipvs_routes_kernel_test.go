@@ -116,7 +116,7 @@ type ipvsRouteScenario struct {
 // suite's own.
 func ipvsRouteScenarios() []ipvsRouteScenario {
 	var out []ipvsRouteScenario
-	for _, name := range scenarios.LibraryNames() {
+	for _, name := range scenarios.TestedLibraryNames() {
 		s, err := scenarios.LoadLibrary(name)
 		if err != nil {
 			continue // the library's own specs report it

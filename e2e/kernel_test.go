@@ -86,7 +86,7 @@ var _ = Describe("the engine on the real kernel", Label("kernel"), func() {
 	// Scenarios whose stories have client connections run in virtual time
 	// only (TIME_WAIT lasts two real minutes); the checks above cover what
 	// those connections show.
-	for _, name := range scenarios.LibraryNames() {
+	for _, name := range scenarios.TestedLibraryNames() {
 		It("programs the kernel as the fake for "+name, func() {
 			s, err := scenarios.LoadLibrary(name)
 			Expect(err).NotTo(HaveOccurred())

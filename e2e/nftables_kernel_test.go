@@ -355,7 +355,7 @@ var unmeasuredNFTRoutes = map[string]string{
 // suite is built, so scenarios added later are included.
 func nftLibrary() []string {
 	var names []string
-	for _, n := range scenarios.LibraryNames() {
+	for _, n := range scenarios.TestedLibraryNames() {
 		if s, err := scenarios.LoadLibrary(n); err == nil && s.Proxy.Mode == nftablesmode.Name {
 			names = append(names, n)
 		}

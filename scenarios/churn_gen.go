@@ -71,9 +71,13 @@ type ChurnChange struct {
 	Process string
 }
 
-// deployment is one generated Service's pods, as a Deployment would own
-// them: prefix-0 .. prefix-(replicas-1).
+// deployment is one generated Deployment's pods (cluster.generate's
+// deployments, or one Service's pods when it generates services):
+// prefix-0 .. prefix-(replicas-1), labelled app: name; svc is the Service
+// in front of it, if any.
 type deployment struct {
+	namespace string
+	name      string
 	svc       *v1.Service
 	prefix    string
 	replicas  int
@@ -142,8 +146,8 @@ func (d *decoder) validateChurn(s *Scenario, last time.Duration) bool {
 		d.addAt(c.Src.At(key), format, args...)
 		ok = false
 	}
-	if g := s.Cluster.Generate; g == nil || !g.Pods {
-		bad("", "churn acts on generated Pods: it needs cluster.generate with pods: true")
+	if g := s.Cluster.Generate; g == nil || !g.Pods && g.Deployments == nil {
+		bad("", "churn acts on generated Pods: it needs cluster.generate with pods: true or deployments")
 	}
 	if c.Rate == nil {
 		bad("rate", "required: the API changes per second of every process together (ClusterLoader2's SLO assumes at most 20)")
@@ -168,6 +172,9 @@ func (d *decoder) validateChurn(s *Scenario, last time.Duration) bool {
 	if st.maxUp < 0 {
 		bad("maxScaleUp", "must not be negative, got %d", st.maxUp)
 	}
+	if g := s.Cluster.Generate; g != nil && g.Deployments != nil && g.WithService != nil && g.WithService.hundredths == 0 && st.shares[procService] > 0 {
+		bad("processes", "the services process deletes and creates Services, and withService: 0%% generates none: give services 0%%")
+	}
 	if c.Processes != nil {
 		for _, e := range c.Processes.entries {
 			if !slices.Contains(churnProcesses, e.key) {
@@ -181,7 +188,7 @@ func (d *decoder) validateChurn(s *Scenario, last time.Duration) bool {
 
 // expandChurn adds cluster.churn's steps to the timeline, in time order
 // after the file's own steps at the same instant.
-func (d *decoder) expandChurn(s *Scenario, objects []Object) {
+func (d *decoder) expandChurn(s *Scenario, objects []Object, generated int) {
 	if s.Cluster == nil || s.Cluster.Churn == nil {
 		return
 	}
@@ -195,7 +202,8 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 	if !d.validateChurn(s, last) {
 		return
 	}
-	steps, changes, skipped := generateChurn(s.Cluster.Churn, last, objects)
+	bare := s.Cluster.Generate != nil && s.Cluster.Generate.Deployments != nil
+	steps, changes, skipped := generateChurn(s.Cluster.Churn, last, objects, generated, bare)
 	if planned := len(changes) + skipped; skipped*20 > planned {
 		// More than 5% left out: the rate would not hold.
 		d.addAt(s.Cluster.Churn.Src.At("rate"), "the generated Deployments cannot take %v changes/s: %d of %d changes found every Deployment busy with another process; lower the rate or the processes' durations, or generate more Services",
@@ -215,31 +223,41 @@ func (d *decoder) expandChurn(s *Scenario, objects []Object) {
 }
 
 // generateChurn makes the churn's steps in time order, and every change
-// they make.
-func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, []ChurnChange, int) {
+// they make. objects[:generated] are cluster.generate's; with bare, the
+// generated pods no Service selects are Deployments too.
+func generateChurn(c *ChurnSpec, last time.Duration, objects []Object, generated int, bare bool) ([]Step, []ChurnChange, int) {
 	st := c.settings(last)
 	rng := rand.New(rand.NewPCG(st.seed, 0x636875726e)) // "churn"
 	src := Src{Line: c.Src.Line, Column: c.Src.Column, Path: c.Src.Path}
-	// The generated Deployments, in the generator's order.
+	// The Deployments: each Service's pods in the order of the Services,
+	// then the generated Deployments without a Service in the order of
+	// their pods (the generator's).
 	var deps []*deployment
 	byName := map[string]*deployment{}
 	var nodeNames []string
 	for _, o := range objects {
 		switch obj := o.Obj.(type) {
 		case *v1.Service:
-			dp := &deployment{svc: obj, prefix: obj.Name, up: true}
+			dp := &deployment{namespace: obj.Namespace, name: obj.Name, svc: obj, prefix: obj.Name, up: true}
 			deps = append(deps, dp)
 			byName[obj.Namespace+"/"+obj.Name] = dp
 		case *v1.Node:
 			nodeNames = append(nodeNames, obj.Name)
 		}
 	}
-	for _, o := range objects {
+	for i, o := range objects {
 		p, ok := o.Obj.(*v1.Pod)
 		if !ok {
 			continue
 		}
-		dp := byName[p.Namespace+"/"+p.Labels["app"]]
+		key := p.Namespace + "/" + p.Labels["app"]
+		dp := byName[key]
+		if dp == nil && i < generated && bare {
+			app := p.Labels["app"]
+			dp = &deployment{namespace: p.Namespace, name: app, prefix: app, up: true}
+			deps = append(deps, dp)
+			byName[key] = dp
+		}
 		if dp == nil {
 			continue
 		}
@@ -333,8 +351,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				k := rng.IntN(dp.replicas)
 				name := fmt.Sprintf("%s-%d", dp.prefix, k)
 				now := dp.ready[k]
-				step(t, &PodReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(!now), Src: src}})
-				step(t+off, &PodReadyStep{PodReady: &PodReady{Namespace: dp.svc.Namespace, Name: name, Ready: ptrBool(now), Src: src}})
+				step(t, &PodReadyStep{PodReady: &PodReady{Namespace: dp.namespace, Name: name, Ready: ptrBool(!now), Src: src}})
+				step(t+off, &PodReadyStep{PodReady: &PodReady{Namespace: dp.namespace, Name: name, Ready: ptrBool(now), Src: src}})
 				change(t, proc, 1)
 				change(t+off, proc, 1)
 				dp.busyUntil = t + off + time.Second
@@ -348,10 +366,10 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			if dp != nil {
 				n = 4 * dp.replicas
 				dp.version++
-				to := fmt.Sprintf("%s-v%d", dp.svc.Name, dp.version)
+				to := fmt.Sprintf("%s-v%d", dp.name, dp.version)
 				zero, one := 0, 1
 				ra, gr := Duration(st.readyAfter), Duration(st.grace)
-				step(t, &RolloutStep{RollingUpdate: &RollingUpdate{Namespace: dp.svc.Namespace, From: dp.prefix, To: to, Replicas: dp.replicas,
+				step(t, &RolloutStep{RollingUpdate: &RollingUpdate{Namespace: dp.namespace, From: dp.prefix, To: to, Replicas: dp.replicas,
 					MaxSurge: &one, MaxUnavailable: &zero, ReadyAfter: &ra, GracePeriod: &gr, FirstIP: nextIP.String(), Src: src}})
 				for i := range dp.replicas {
 					nextIP = nextIP.Next()
@@ -375,7 +393,7 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 				return dp.replicas > 1
 			})
 			if dp != nil {
-				ns := dp.svc.Namespace
+				ns := dp.namespace
 				if up {
 					pod := dp.template.DeepCopy()
 					pod.Name = fmt.Sprintf("%s-%d", dp.prefix, dp.replicas)
@@ -408,7 +426,8 @@ func generateChurn(c *ChurnSpec, last time.Duration, objects []Object) ([]Step, 
 			}
 		case procService:
 			fits = t+st.svc <= st.until
-			if dp := pick(t, t+st.svc, free); dp != nil {
+			fronted := func(dp *deployment) bool { return dp.svc != nil }
+			if dp := pick(t, t+st.svc, fronted); dp != nil {
 				svc := dp.svc
 				step(t, &DeleteStep{Delete: &ObjectRef{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, Src: src}})
 				step(t+st.svc, &CreateStep{Objects: []Object{{Obj: svc.DeepCopy(), Kind: "Service", Key: KeyOf("Service", svc.Namespace, svc.Name), Pos: src.At("")}}})

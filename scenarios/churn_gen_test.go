@@ -85,7 +85,7 @@ func TestChurnProcessesShareTheChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, changes, skipped := generateChurn(s.Cluster.Churn, 5*time.Minute, s.Initial)
+	_, changes, skipped := generateChurn(s.Cluster.Churn, 5*time.Minute, s.Initial, len(s.Initial), false)
 	count := map[string]int{}
 	for _, c := range changes {
 		count[c.Process]++

@@ -29,26 +29,32 @@ type Cluster struct {
 // YAML, each mix in percentages that add up to 100%. The format is in
 // docs/scenario-format.md, "cluster".
 type GeneratedCluster struct {
-	Seed                  *int64    `yaml:"seed"`
-	Namespace             string    `yaml:"namespace"`
-	Services              *int      `yaml:"services"`
-	EndpointsPerService   *countMix `yaml:"endpointsPerService"`
-	Ports                 *countMix `yaml:"ports"`
-	Protocols             *shareMix `yaml:"protocols"`
-	Types                 *shareMix `yaml:"types"`
-	ExternalTrafficPolicy *shareMix `yaml:"externalTrafficPolicy"`
-	InternalTrafficPolicy *shareMix `yaml:"internalTrafficPolicy"`
-	SessionAffinity       *shareMix `yaml:"sessionAffinity"`
-	Conditions            *shareMix `yaml:"conditions"`
-	Nodes                 *int      `yaml:"nodes"`
-	Zones                 int       `yaml:"zones"`
-	ServiceCIDR           string    `yaml:"serviceCIDR"`
-	PodCIDR               string    `yaml:"podCIDR"`
-	NodeCIDR              string    `yaml:"nodeCIDR"`
-	LoadBalancerCIDR      string    `yaml:"loadBalancerCIDR"`
-	NodePortRange         string    `yaml:"nodePortRange"`
-	MaxEndpointsPerSlice  *int      `yaml:"maxEndpointsPerSlice"`
-	Pods                  bool      `yaml:"pods"`
+	Seed      *int64 `yaml:"seed"`
+	Namespace string `yaml:"namespace"`
+	Services  *int   `yaml:"services"`
+	// Deployments (replicas: how many per namespace), Namespaces and
+	// WithService make ClusterLoader2's load-test shape instead of
+	// Services (sim/clustergen/deployments.go).
+	Deployments           *replicaCounts `yaml:"deployments"`
+	Namespaces            *int           `yaml:"namespaces"`
+	WithService           *percent       `yaml:"withService"`
+	EndpointsPerService   *countMix      `yaml:"endpointsPerService"`
+	Ports                 *countMix      `yaml:"ports"`
+	Protocols             *shareMix      `yaml:"protocols"`
+	Types                 *shareMix      `yaml:"types"`
+	ExternalTrafficPolicy *shareMix      `yaml:"externalTrafficPolicy"`
+	InternalTrafficPolicy *shareMix      `yaml:"internalTrafficPolicy"`
+	SessionAffinity       *shareMix      `yaml:"sessionAffinity"`
+	Conditions            *shareMix      `yaml:"conditions"`
+	Nodes                 *int           `yaml:"nodes"`
+	Zones                 int            `yaml:"zones"`
+	ServiceCIDR           string         `yaml:"serviceCIDR"`
+	PodCIDR               string         `yaml:"podCIDR"`
+	NodeCIDR              string         `yaml:"nodeCIDR"`
+	LoadBalancerCIDR      string         `yaml:"loadBalancerCIDR"`
+	NodePortRange         string         `yaml:"nodePortRange"`
+	MaxEndpointsPerSlice  *int           `yaml:"maxEndpointsPerSlice"`
+	Pods                  bool           `yaml:"pods"`
 	Src                   Src
 }
 
@@ -71,6 +77,58 @@ type shareMix struct {
 // countMix is a whole number (every object has that many) or a mapping of
 // numbers to percentages: {1: 50%, 2: 30%, 10: 20%}.
 type countMix struct{ shareMix }
+
+// replicaCounts maps a replica count to how many Deployments of that
+// size each namespace has: {5: 300, 30: 25, 250: 3}.
+type replicaCounts struct{ shareMix }
+
+func (r *replicaCounts) decodeParts(d *decoder, n *yaml.Node, path string) {
+	r.at, r.numeric = Pos{Line: n.Line, Column: n.Column, Path: path}, true
+	if n.Kind != yaml.MappingNode {
+		d.add(n, path, "want a mapping of replicas to how many Deployments of that size each namespace has ({5: 300, 30: 25, 250: 3}), got a %s", kindName(n))
+		return
+	}
+	seen := map[int]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		p := join(path, k.Value)
+		r2, err := strconv.Atoi(k.Value)
+		if k.Tag != "!!int" || err != nil || r2 < 0 {
+			d.add(k, p, "want replicas as a whole number, not negative, got %q", k.Value)
+			continue
+		}
+		if seen[r2] {
+			d.add(k, p, "%q given twice", k.Value)
+			continue
+		}
+		seen[r2] = true
+		c, err := strconv.Atoi(v.Value)
+		if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || err != nil || c < 0 {
+			d.add(v, p, "want how many Deployments of %d replicas each namespace has, a whole number not negative, got %q", r2, v.Value)
+			continue
+		}
+		r.entries = append(r.entries, mixEntry{key: k.Value, count: r2, share: c, at: Pos{Line: k.Line, Column: k.Column, Path: p}})
+	}
+}
+
+// percent is one percentage, kept in hundredths: 50% is 5000.
+type percent struct {
+	hundredths int
+}
+
+func (p *percent) decodeNode(n *yaml.Node) error {
+	sm := percentRE.FindStringSubmatch(n.Value)
+	if n.Kind != yaml.ScalarNode || sm == nil {
+		return fmt.Errorf("want a percentage such as 50%% or 12.5%%, got %q", n.Value)
+	}
+	whole, _ := strconv.Atoi(sm[1])
+	frac, _ := strconv.Atoi((sm[2] + "00")[:2])
+	if whole > 100 || whole == 100 && frac > 0 {
+		return fmt.Errorf("want at most 100%%, got %s", n.Value)
+	}
+	p.hundredths = whole*100 + frac
+	return nil
+}
 
 // percentRE is a percentage with at most two decimals.
 var percentRE = regexp.MustCompile(`^([0-9]+)(?:\.([0-9]{1,2}))?%$`)
@@ -211,11 +269,36 @@ func (g *GeneratedCluster) spec(d *decoder) (sp *clustergen.Spec, ok bool) {
 		}
 		sp.Seed = uint64(*g.Seed)
 	}
-	if g.Services == nil {
-		d.addAt(g.Src.At("services"), "required: how many Services to generate")
+	switch {
+	case g.Deployments != nil:
+		sp.Deployments = map[int]int{}
+		for _, e := range g.Deployments.entries {
+			sp.Deployments[e.count] = e.share
+		}
+		if g.Services != nil {
+			sp.Services = *g.Services // refused by the generator, at services
+		}
+		if len(g.Deployments.entries) == 0 && !d.has(g.Deployments.at.Path) {
+			d.addAt(g.Src.At("deployments"), "no Deployments: give at least one replica count a number of Deployments")
+			ok = false
+		}
+		if g.WithService == nil {
+			d.addAt(g.Src.At("deployments"), "deployments need withService: the share of each size's Deployments with a Service in front (ClusterLoader2's load test: 50%%)")
+			ok = false
+		} else {
+			sp.WithService = g.WithService.hundredths
+		}
+	case g.Services == nil:
+		d.addAt(g.Src.At("services"), "required: how many Services to generate (or deployments: ClusterLoader2's Deployments per namespace)")
 		ok = false
-	} else {
+	default:
 		sp.Services = *g.Services
+		for _, key := range []string{"namespaces", "withService"} {
+			if _, set := g.Src.Keys[key]; set {
+				d.addAt(g.Src.At(key), "%s goes with deployments: give deployments: {REPLICAS: COUNT, ...} or leave %s out", key, key)
+				ok = false
+			}
+		}
 	}
 	// Zero means the default in the Go spec; in a file it is a mistake.
 	for _, c := range []struct {
@@ -223,7 +306,7 @@ func (g *GeneratedCluster) spec(d *decoder) (sp *clustergen.Spec, ok bool) {
 		v   *int
 		min int
 		out *int
-	}{{"nodes", g.Nodes, 1, &sp.Nodes}, {"maxEndpointsPerSlice", g.MaxEndpointsPerSlice, 1, &sp.MaxEndpointsPerSlice}} {
+	}{{"nodes", g.Nodes, 1, &sp.Nodes}, {"namespaces", g.Namespaces, 1, &sp.Namespaces}, {"maxEndpointsPerSlice", g.MaxEndpointsPerSlice, 1, &sp.MaxEndpointsPerSlice}} {
 		if c.v == nil {
 			continue
 		}
@@ -255,6 +338,8 @@ func (d *decoder) generatedObjects(s *Scenario) []Object {
 	}
 	if g.Pods && s.Controllers.On["endpointSlice"] == nil {
 		d.addAt(g.Src.At("pods"), "generated Pods need controllers: {endpointSlice: {}} to write their slices")
+	} else if g.Deployments != nil && s.Controllers.On["endpointSlice"] == nil {
+		d.addAt(g.Src.At("deployments"), "generated Deployments' Pods need controllers: {endpointSlice: {}} to write their slices")
 	}
 	sp, valid := g.spec(d)
 	if len(s.nodes) > 0 {
@@ -306,7 +391,11 @@ func (d *decoder) generatedObjects(s *Scenario) []Object {
 func (g *GeneratedCluster) at(field string) Pos {
 	key, value, _ := strings.Cut(field, ".")
 	if value != "" {
-		for _, m := range []*shareMix{mixOf(g.EndpointsPerService), mixOf(g.Ports), g.Protocols, g.Types, g.ExternalTrafficPolicy,
+		var deps *shareMix
+		if g.Deployments != nil {
+			deps = &g.Deployments.shareMix
+		}
+		for _, m := range []*shareMix{deps, mixOf(g.EndpointsPerService), mixOf(g.Ports), g.Protocols, g.Types, g.ExternalTrafficPolicy,
 			g.InternalTrafficPolicy, g.SessionAffinity, g.Conditions} {
 			if m == nil || m.at.Path != join(g.Src.Path, key) {
 				continue

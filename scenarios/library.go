@@ -4,8 +4,11 @@ import (
 	"embed"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 //go:embed library
@@ -59,3 +62,40 @@ func LoadLibrary(name string) (*Scenario, error) {
 
 // ReadLibraryFile returns a bundled scenario's source.
 func ReadLibraryFile(name string) ([]byte, error) { return fs.ReadFile(Library(), name) }
+
+// LargeTag marks a bundled scenario too big for the test suites (the
+// 5,000-node cl2-load-5000 takes minutes and gigabytes to load and
+// replay): tests that load or replay every bundled scenario take
+// TestedLibraryNames, which leaves it out, and a make target replays it.
+const LargeTag = "large"
+
+// LibraryMeta is what a bundled scenario says of itself, read without
+// loading it (no objects generated, no churn expanded).
+type LibraryMeta struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Tags        []string `yaml:"tags"`
+}
+
+// LibraryMetaOf reads a bundled scenario's name, description and tags.
+func LibraryMetaOf(name string) (LibraryMeta, error) {
+	var m LibraryMeta
+	b, err := fs.ReadFile(Library(), path.Clean(name)+".yaml")
+	if err != nil {
+		return m, err
+	}
+	err = yaml.Unmarshal(b, &m)
+	return m, err
+}
+
+// IsLarge reports whether a bundled scenario carries LargeTag.
+func IsLarge(name string) bool {
+	m, err := LibraryMetaOf(name)
+	return err == nil && slices.Contains(m.Tags, LargeTag)
+}
+
+// TestedLibraryNames lists the bundled scenarios the test suites load and
+// replay: every one but the large (LargeTag), sorted.
+func TestedLibraryNames() []string {
+	return slices.DeleteFunc(LibraryNames(), IsLarge)
+}

@@ -173,6 +173,7 @@ func (d *decoder) validate(s *Scenario) {
 	// file (the file's objects list, which the general path then found
 	// empty), then the objects listed.
 	objects := d.generatedObjects(s)
+	generated := len(objects)
 	objects = append(objects, d.decodeInline(s.inline)...)
 	for i := range s.Objects {
 		objects = append(objects, d.objectsOf(s, &s.Objects[i], fmt.Sprintf("objects[%d]", i))...)
@@ -188,7 +189,7 @@ func (d *decoder) validate(s *Scenario) {
 	if len(s.Timeline) == 0 {
 		d.addAt(s.Src.At("timeline"), "required: at least one step")
 	}
-	d.expandChurn(s, objects)
+	d.expandChurn(s, objects, generated)
 	var last Duration
 	for i := range s.Timeline {
 		st := &s.Timeline[i]

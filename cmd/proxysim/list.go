@@ -44,13 +44,13 @@ wrapped to the same width.`,
 				col = max(col, min(utf8.RuneCountInString(n), nameColumn))
 			}
 			for _, name := range names {
-				s, err := scenarios.LoadLibrary(name)
+				description, err := libraryDescription(name)
 				if err != nil {
 					return fail(exitCannotRun, err)
 				}
 				if verbose {
 					fmt.Fprintln(stdout, name)
-					for _, l := range wrap(strings.Join(strings.Fields(s.Description), " "), width-4) {
+					for _, l := range wrap(strings.Join(strings.Fields(description), " "), width-4) {
 						fmt.Fprintln(stdout, "    "+l)
 					}
 					continue
@@ -62,7 +62,7 @@ wrapped to the same width.`,
 					fmt.Fprintln(stdout, name)
 					continue
 				}
-				fmt.Fprintln(stdout, prefix+clip(firstLine(s.Description), room))
+				fmt.Fprintln(stdout, prefix+clip(firstLine(description), room))
 			}
 			return nil
 		},
@@ -135,4 +135,18 @@ func lastSpace(r []rune) int {
 		}
 	}
 	return -1
+}
+
+// libraryDescription is a bundled scenario's description: loaded (which
+// checks it), but a large one only read, as it takes minutes to load.
+func libraryDescription(name string) (string, error) {
+	if scenarios.IsLarge(name) {
+		m, err := scenarios.LibraryMetaOf(name)
+		return m.Description, err
+	}
+	s, err := scenarios.LoadLibrary(name)
+	if err != nil {
+		return "", err
+	}
+	return s.Description, nil
 }

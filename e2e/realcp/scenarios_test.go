@@ -91,6 +91,7 @@ var realCases = []realCase{
 	{scenario: "generated-cluster-iptables", listed: "a generated cluster (namespace gen, 300 Services): not yet run against the binary; generated clusters' sync durations are measured by TestSyncDurationsAtScale"},
 	{scenario: "cluster-pools-iptables", listed: "node pools (cluster.pools): one kube-proxy per pool, not one binary; not yet run"},
 	{scenario: "cl2-load-100", listed: "100 nodes in pools (cluster.pools) under a generated churn: one kube-proxy per node, not one binary; not yet run"},
+	{scenario: "cl2-load-5000", listed: "5,000 nodes in pools (cluster.pools) under a generated churn: one kube-proxy per node, not one binary; not yet run (make cl2-load-5000 replays it)"},
 	{scenario: "nftables-partial-and-full-syncs", long: "an hour of real time (the hourly full sync)"},
 }
 
@@ -103,6 +104,13 @@ func TestKubeProxyBinaryAgainstPrediction(t *testing.T) {
 	var rows []transcript.Verdict
 	for _, c := range realCases {
 		if *onlyScenario != "" && !slices.Contains(strings.Split(*onlyScenario, ","), c.scenario) {
+			continue
+		}
+		if c.listed != "" && scenarios.IsLarge(c.scenario) {
+			// Minutes to load (scenarios.LargeTag), and listed anyway.
+			if *maxLength == 0 && !*runLong {
+				rows = append(rows, transcript.Verdict{Scenario: c.label(""), Verdict: "listed: " + c.listed})
+			}
 			continue
 		}
 		s, err := c.load()
@@ -284,6 +292,14 @@ func TestEveryScenarioHasACase(t *testing.T) {
 		have[c.scenario] = true
 	}
 	for _, name := range scenarios.LibraryNames() {
+		if scenarios.IsLarge(name) {
+			// Minutes to load and replay (scenarios.LargeTag): listed
+			// whatever its mode, without loading it here.
+			if !have[name] {
+				t.Errorf("large library scenario %s is not listed in realCases", name)
+			}
+			continue
+		}
 		s, err := scenarios.LoadLibrary(name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -84,7 +84,7 @@ type bubbleCase struct{ name, how, verdict string }
 // step or proxy field.
 func TestKubeProxy133InBubble(t *testing.T) {
 	var cases []bubbleCase
-	for _, name := range scenarios.LibraryNames() {
+	for _, name := range scenarios.TestedLibraryNames() {
 		s, err := scenarios.LoadLibrary(name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

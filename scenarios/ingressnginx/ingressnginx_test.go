@@ -20,7 +20,7 @@ import (
 func ingressScenarios(t *testing.T) []*scenarios.Scenario {
 	t.Helper()
 	var out []*scenarios.Scenario
-	for _, name := range scenarios.LibraryNames() {
+	for _, name := range scenarios.TestedLibraryNames() {
 		s, err := scenarios.LoadLibrary(name)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,9 @@ import (
 )
 
 // Default budgets of a replay. The bundled library's largest scenario uses
-// well under 1% of the event budget.
+// well under 1% of the event budget, but for those tagged large
+// (scenarios.LargeTag): cl2-load-5000 needs more events, which
+// `make cl2-load-5000` allows.
 const (
 	DefaultMaxEvents = 500_000
 	DefaultMaxMemory = 3 << 30 // bytes of heap

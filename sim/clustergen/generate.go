@@ -21,11 +21,16 @@ import (
 
 // Cluster is what Generate made. Services[i] is svc-i; its slices (or
 // pods) come in Slices (or Pods) in Service order, then in endpoint order.
+// Of a Deployments spec, Services[i] is the Service of the Deployment
+// whose Service field is i, and the Pods come in Deployment order.
 type Cluster struct {
 	Nodes    []*v1.Node
 	Services []*v1.Service
 	Slices   []*discovery.EndpointSlice
 	Pods     []*v1.Pod
+	// Deployments are a Deployments spec's, in the order of their pods
+	// (they make no objects of their own: their pods are the Pods).
+	Deployments []Deployment
 }
 
 // Objects lists every object in the order to create them: the Nodes, the
@@ -89,9 +94,12 @@ type planned struct {
 	affinity   []v1.ServiceAffinity
 	protocols  []v1.Protocol // per port, in Service then port order
 	conditions []Condition   // per endpoint, in Service then endpoint order
-	firstNode  []int         // per Service: the node of its endpoint 0
-	pools      pools
-	nodePort   int // the next free node port
+	firstNode  []int         // per Service (per Deployment): the node of its endpoint 0
+	// A Deployments spec's Deployments, and each Service's Deployment.
+	deployments []Deployment
+	serviceDeps []int
+	pools       pools
+	nodePort    int // the next free node port
 }
 
 type pools struct{ service, pod, node, lb ipPool }
@@ -112,6 +120,9 @@ func plan(spec Spec) (*planned, error) {
 	}
 	for _, m := range validateName(s.Namespace) {
 		errs.add("namespace", "%s", m)
+	}
+	if len(s.Deployments) > 0 {
+		checkDeployments(&errs, s)
 	}
 	if s.Services < 0 || s.Services > MaxServices {
 		errs.add("services", "want 0 to %d Services, got %d", MaxServices, s.Services)
@@ -215,7 +226,13 @@ func plan(spec Spec) (*planned, error) {
 	}
 
 	n := s.Services
-	p.endpoints = spread(s.EndpointsPerService, n, stream(s.Seed, streamEndpoints))
+	pods := -1 // the pods of all Deployments, if a Deployments spec
+	if len(s.Deployments) > 0 {
+		pods = p.planDeployments()
+		n = p.Services
+	} else {
+		p.endpoints = spread(s.EndpointsPerService, n, stream(s.Seed, streamEndpoints))
+	}
 	p.ports = spread(s.Ports, n, stream(s.Seed, streamPorts))
 	p.types = spread(s.Types, n, stream(s.Seed, streamTypes))
 	p.internal = spread(s.InternalTrafficPolicy, n, stream(s.Seed, streamInternalPolicy))
@@ -229,6 +246,13 @@ func plan(spec Spec) (*planned, error) {
 		}
 		if p.types[i] == v1.ServiceTypeLoadBalancer {
 			lbs++
+		}
+	}
+	if pods >= 0 {
+		totalEndpoints = pods // every pod, with a Service or not
+		if pods > MaxEndpoints {
+			errs.add("deployments", "%d pods in all: at most %d", pods, MaxEndpoints)
+			return nil, errs
 		}
 	}
 	if totalEndpoints > MaxEndpoints {
@@ -255,6 +279,9 @@ func plan(spec Spec) (*planned, error) {
 	p.conditions = spread(s.Conditions, totalEndpoints, stream(s.Seed, streamConditions))
 	place := stream(s.Seed, streamPlacement)
 	p.firstNode = make([]int, n)
+	if pods >= 0 {
+		p.firstNode = make([]int, len(p.deployments))
+	}
 	for i := range p.firstNode {
 		p.firstNode[i] = place.IntN(s.Nodes)
 	}
@@ -322,6 +349,10 @@ func (p *planned) build() *Cluster {
 			},
 		}
 	}
+	if len(p.deployments) > 0 {
+		p.buildDeployments(c, nodeNames, zones)
+		return c
+	}
 	trigger := p.Created.UTC().Format(time.RFC3339Nano)
 	port, ep := 0, 0 // the next port and endpoint, cluster-wide
 	for i := range p.Services {
@@ -330,7 +361,7 @@ func (p *planned) build() *Cluster {
 		c.Services[i] = svc
 		n := p.endpoints[i]
 		if p.Pods {
-			c.Pods = append(c.Pods, p.pods(svc, p.conditions[ep:ep+n], p.firstNode[i], nodeNames, zones)...)
+			c.Pods = append(c.Pods, p.pods(svc.Namespace, svc.Name, containerPorts(svc), p.conditions[ep:ep+n], p.firstNode[i], nodeNames, zones)...)
 		} else {
 			c.Slices = append(c.Slices, p.slices(svc, p.conditions[ep:ep+n], p.firstNode[i], nodeNames, zones, trigger)...)
 		}
@@ -341,13 +372,17 @@ func (p *planned) build() *Cluster {
 
 // service is Service i with its ports' protocols.
 func (p *planned) service(i int, protocols []v1.Protocol) *v1.Service {
-	name := fmt.Sprintf(serviceNameFormat, i)
+	name, ns := fmt.Sprintf(serviceNameFormat, i), p.Namespace
+	if len(p.deployments) > 0 {
+		d := p.deployments[p.serviceDeps[i]]
+		name, ns = d.Name, d.Namespace
+	}
 	ip := p.pools.service.take()
 	typ := p.types[i]
 	svc := &v1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: p.Namespace,
+			Name: name, Namespace: ns,
 			// A UID of its own, so that its slices can name their owner;
 			// the world's own UIDs have 8000 where this has 9000.
 			UID: types.UID(fmt.Sprintf("00000000-0000-4000-9000-%012d", i)),
@@ -469,14 +504,20 @@ func (p *planned) slices(svc *v1.Service, conds []Condition, firstNode int, node
 	return out
 }
 
-// pods are a Service's endpoints as Pods its selector picks.
-func (p *planned) pods(svc *v1.Service, conds []Condition, firstNode int, nodeNames, zones []string) []*v1.Pod {
-	out := make([]*v1.Pod, len(conds))
+// containerPorts are the ports a Service's pods declare: its target ports.
+func containerPorts(svc *v1.Service) []v1.ContainerPort {
 	ports := make([]v1.ContainerPort, len(svc.Spec.Ports))
 	for j := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[j]
 		ports[j] = v1.ContainerPort{Name: sp.Name, ContainerPort: sp.TargetPort.IntVal, Protocol: sp.Protocol}
 	}
+	return ports
+}
+
+// pods are app's pods (a Service's endpoints, or a Deployment's replicas),
+// labelled app: app, placed round the nodes from firstNode.
+func (p *planned) pods(namespace, app string, ports []v1.ContainerPort, conds []Condition, firstNode int, nodeNames, zones []string) []*v1.Pod {
+	out := make([]*v1.Pod, len(conds))
 	created := metav1.NewTime(p.Created)
 	for j, c := range conds {
 		ip := p.pools.pod.take()
@@ -487,8 +528,8 @@ func (p *planned) pods(svc *v1.Service, conds []Condition, firstNode int, nodeNa
 		out[j] = &v1.Pod{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 			ObjectMeta: metav1.ObjectMeta{
-				Name: svc.Name + "-" + strconv.Itoa(j), Namespace: svc.Namespace,
-				Labels: map[string]string{"app": svc.Name},
+				Name: app + "-" + strconv.Itoa(j), Namespace: namespace,
+				Labels: map[string]string{"app": app},
 			},
 			Spec: v1.PodSpec{
 				NodeName:   nodeNames[(firstNode+j)%p.Nodes],

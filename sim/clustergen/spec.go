@@ -30,7 +30,20 @@ type Spec struct {
 	// Namespace holds every Service, slice and Pod (default "gen").
 	Namespace string
 	// Services is how many Services there are: svc-00000, svc-00001, ...
+	// (each with its own endpoints). Leave it 0 when Deployments is set.
 	Services int
+	// Deployments, if set, makes ClusterLoader2's load-test shape instead
+	// of Services: in each of Namespaces namespaces, Deployments[r]
+	// Deployments of r replicas each (deployments.go). Pods is then
+	// implied, and EndpointsPerService is the Deployments' replicas.
+	Deployments map[int]int
+	// Namespaces is how many namespaces hold the Deployments (default 1):
+	// Namespace-000, Namespace-001, ...
+	Namespaces int
+	// WithService is the share of each namespace's Deployments of each
+	// replica count that have a Service in front, in hundredths of a
+	// percent (10000: every one), rounded up; 0: none.
+	WithService int
 	// EndpointsPerService is the number of endpoints of each Service, as a
 	// mix over the Services (default {1: 1}).
 	EndpointsPerService Mix[int]
@@ -116,6 +129,8 @@ const (
 	MaxEndpoints = 2_000_000
 	MaxNodes     = 100_000
 	MaxPorts     = 100
+	// MaxNamespaces bounds Namespaces.
+	MaxNamespaces = 10_000
 )
 
 // Naming: these are the names a scenario's steps refer to.
