@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,7 +99,18 @@ func replayHour(b *testing.B, src []byte, length time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
+	opts := replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40}
+	if path := os.Getenv("PROXYSIM_BENCH_HEAPPROFILE"); path != "" {
+		// The live heap at the end of the replay, the world still held.
+		written := false
+		opts.Progress = func(at time.Duration) {
+			if at >= length && !written {
+				written = true
+				writeHeapProfile(b, path)
+			}
+		}
+	}
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -161,6 +173,19 @@ func lightNodeBytes(b *testing.B, nodes int, length time.Duration, src func(n in
 	one := heap(2)
 	many := heap(nodes)
 	b.ReportMetric(float64(int64(many)-int64(one))/float64(nodes-2), "bytes/node")
+}
+
+// writeHeapProfile writes the live heap's profile to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // peakRSS is the largest resident set this process has had, in bytes.

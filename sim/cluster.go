@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -80,15 +79,17 @@ type Node struct {
 	initialized bool
 	heard       int       // stream events heard
 	start       time.Time // when its proxy was built: older trigger times are not observed
-	pending     map[string][]time.Time
-	taken       map[string][]time.Time
-	gen         int // proxy generation: runs of a replaced runner fail
-	size        [2]int
-	runnerRuns  int
-	costFrom    int
-	failSyncs   int
-	cur         SyncRecord // the sync under way (End -1)
-	running     bool
+	// The trigger times pending are those of the events heard from
+	// pendFrom on (see cluster.triggers); the sync under way took those of
+	// [takenFrom, takenTo).
+	pendFrom, takenFrom, takenTo int
+	gen                          int // proxy generation: runs of a replaced runner fail
+	size                         [2]int
+	runnerRuns                   int
+	costFrom                     int
+	failSyncs                    int
+	cur                          SyncRecord // the sync under way (End -1)
+	running                      bool
 	// The pod changes its syncs carried: every change logged up to
 	// seqDone that the slices showed by the event heardDone (those of its
 	// last successful sync's start; see carried). seqRun and heardRun are
@@ -157,8 +158,14 @@ type cluster struct {
 	visLog  []*podState
 	visBase int
 	carry   []*podState // Node.carried's list, reused: one node at a time
-	trimAt  int         // the logs' size above which trimPods looks again
-	touched []string    // pods whose view count the event being applied changed
+	// triggers are the stream's events that add or drop trigger times
+	// (kube-proxy's checkoutTriggerTimes lists), from stream position
+	// trigBase on, in order; taken is Node.takenTriggers' list, reused.
+	triggers []streamTrigger
+	trigBase int
+	taken    []takenTrigger
+	trimAt   int      // the logs' size above which trimPods looks again
+	touched  []string // pods whose view count the event being applied changed
 	// Every Service's states over the stream, for the light nodes' work
 	// (versions: some node has a LightWork; see lightwork.go).
 	versions               bool
@@ -196,6 +203,23 @@ type streamEvent struct {
 	// largeEps the endpoints of every Service port after it.
 	svcName  types.NamespacedName
 	largeEps int
+}
+
+// streamTrigger is a slice event that adds its trigger time to its
+// Service's pending list, or (remove) drops the list.
+type streamTrigger struct {
+	at      int // its stream position
+	svcKey  string
+	trigger time.Time
+	remove  bool
+}
+
+// takenTrigger is one trigger time a sync took, with its place in the
+// stream (the order kube-proxy's list keeps).
+type takenTrigger struct {
+	svcKey  string
+	trigger time.Time
+	at      int
 }
 
 type podState struct {
@@ -612,6 +636,9 @@ func (c *cluster) heard(ev informerEvent, listing bool) {
 	se.size = c.sizeNow()
 	se.largeEps = c.largeEps
 	c.stream = append(c.stream, se)
+	if se.svcKey != "" && (se.remove || !se.trigger.IsZero()) {
+		c.triggers = append(c.triggers, streamTrigger{at: c.head - 1, svcKey: se.svcKey, trigger: se.trigger, remove: se.remove})
+	}
 	c.viewChanged()
 	idx := c.head - 1
 	for _, n := range c.nodes {
@@ -644,15 +671,29 @@ func (c *cluster) sizeAt(k int) [2]int {
 // trim forgets the events every node has heard, but the last (sizeAt
 // reads it).
 func (c *cluster) trim() {
-	low := c.head
+	low, tlow := c.head, c.head
 	for _, n := range c.nodes {
 		low = min(low, n.heard)
+		if n.fw == nil {
+			tlow = min(tlow, n.pendFrom, n.takenFrom)
+		}
 	}
 	low = c.lowestApplied(low)
 	if drop := low - 1 - c.base; drop > 64 && drop*2 > len(c.stream) {
 		c.stream = slices.Clone(c.stream[drop:])
 		c.base += drop
 	}
+	if drop := c.triggerAt(tlow); drop > 64 && drop*2 > len(c.triggers) {
+		c.triggers = slices.Clone(c.triggers[drop:])
+		c.trigBase += drop
+	}
+}
+
+// triggerAt is the index in triggers of the first at stream position h
+// or later.
+func (c *cluster) triggerAt(h int) int {
+	i, _ := slices.BinarySearchFunc(c.triggers, h, func(t streamTrigger, h int) int { return t.at - h })
+	return i
 }
 
 // apply feeds the reference proxier and works out the event's meaning.
@@ -850,13 +891,6 @@ func (n *Node) hear(idx int) {
 		}
 		return
 	}
-	if se.svcKey != "" {
-		if se.remove {
-			delete(n.pending, se.svcKey)
-		} else if !se.trigger.IsZero() && se.trigger.After(n.start) {
-			n.pending[se.svcKey] = append(n.pending[se.svcKey], se.trigger)
-		}
-	}
 	if se.sliceChanged {
 		n.runner.Run()
 	}
@@ -874,7 +908,7 @@ func (n *Node) lightStart() error {
 	}
 	n.runner = r
 	n.services = proxy.NewServiceChangeTracker(w.cfg.Family)
-	n.pending, n.taken = map[string][]time.Time{}, nil
+	n.pendFrom, n.takenFrom, n.takenTo = n.heard, n.heard, n.heard
 	n.start = w.Clock.Now()
 	n.initialized = false
 	n.size = [2]int{}
@@ -934,11 +968,7 @@ func (n *Node) syncStarted(why string) {
 	n.stats.Syncs++
 	n.cur = SyncRecord{N: n.stats.Syncs, Why: why, Start: n.c.w.Now(), End: -1}
 	n.running = true
-	if len(n.pending) == 0 {
-		n.taken = nil
-	} else {
-		n.taken, n.pending = n.pending, map[string][]time.Time{}
-	}
+	n.takenFrom, n.takenTo, n.pendFrom = n.pendFrom, n.heard, n.heard
 	// The pod changes this sync carries: those the slices it applies show
 	// (see carried).
 	n.seqRun, n.heardRun = n.c.podSeq, n.heard
@@ -1008,30 +1038,23 @@ func (n *Node) syncFinished(err error) {
 	if n.c.onSync != nil {
 		n.c.onSync(n, r)
 	}
-	if err == nil && len(n.taken) > 0 {
-		keys := make([]string, 0, len(n.taken))
-		for k := range n.taken {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+	if err == nil && n.takenTo > n.takenFrom {
 		nowT := n.c.w.Clock.Now()
-		for _, k := range keys {
-			for _, t := range n.taken[k] {
-				v := nowT.Sub(t)
-				if n.spec.Keep {
-					n.samples = append(n.samples, ProgrammingSample{At: now, Service: k, Value: v})
-				}
-				if n.spec.SLI != nil {
-					n.spec.SLI.Observe(now, v.Seconds())
-				} else {
-					n.obs = append(n.obs, Observation{At: now, Value: v})
-				}
-				n.stats.Samples++
-				n.stats.Worst = max(n.stats.Worst, v)
+		for _, tt := range n.takenTriggers() {
+			v := nowT.Sub(tt.trigger)
+			if n.spec.Keep {
+				n.samples = append(n.samples, ProgrammingSample{At: now, Service: tt.svcKey, Value: v})
 			}
+			if n.spec.SLI != nil {
+				n.spec.SLI.Observe(now, v.Seconds())
+			} else {
+				n.obs = append(n.obs, Observation{At: now, Value: v})
+			}
+			n.stats.Samples++
+			n.stats.Worst = max(n.stats.Worst, v)
 		}
 	}
-	n.taken = nil
+	n.takenFrom = n.takenTo
 	if err != nil {
 		return // what it carried, the next sync carries
 	}
@@ -1048,6 +1071,36 @@ func (n *Node) syncFinished(err error) {
 	clear(n.c.carry) // holds no change the logs let go of
 	n.dropIrregular()
 	n.seqDone, n.heardDone = n.seqRun, n.heardRun
+}
+
+// takenTriggers lists the trigger times the sync under way took, by
+// Service and then in the order heard, as the world's proxy observes
+// them: of the events heard since the sync before started, those after
+// the proxy's start, less any before a removal of their Service's slice.
+// The list is the cluster's, valid until the next call.
+func (n *Node) takenTriggers() []takenTrigger {
+	c := n.c
+	out := c.taken[:0]
+	var removed []string // rare: a Service's slice removed meanwhile
+	evs := c.triggers[c.triggerAt(n.takenFrom):c.triggerAt(n.takenTo)]
+	for i := len(evs) - 1; i >= 0; i-- {
+		t := &evs[i]
+		switch {
+		case t.remove:
+			removed = append(removed, t.svcKey)
+		case !t.trigger.After(n.start) || slices.Contains(removed, t.svcKey):
+		default:
+			out = append(out, takenTrigger{svcKey: t.svcKey, trigger: t.trigger, at: t.at})
+		}
+	}
+	slices.SortFunc(out, func(a, b takenTrigger) int {
+		if c := strings.Compare(a.svcKey, b.svcKey); c != 0 {
+			return c
+		}
+		return a.at - b.at
+	})
+	c.taken = out
+	return out
 }
 
 // carries says whether the sync under way carries an irregular change
