@@ -150,14 +150,14 @@ type cluster struct {
 	watched bool
 	view    map[string]int
 	latest  map[string]*podState
-	podLog  []*podState // changes in order, from podBase on
+	podLog  []podSlot // changes in order, from podBase on
 	podBase int64
 	podSeq  int64
 	// visLog holds the changes in the order the slices showed them (their
 	// visible, which only grows), from visBase on.
-	visLog  []*podState
+	visLog  []podSlot
 	visBase int
-	carry   []*podState // Node.carried's list, reused: one node at a time
+	carry   []podSlot // Node.carried's list, reused: one node at a time
 	// triggers are the stream's events that add or drop trigger times
 	// (kube-proxy's checkoutTriggerTimes lists), from stream position
 	// trigBase on, in order; taken is Node.takenTriggers' list, reused.
@@ -233,6 +233,35 @@ type podState struct {
 	// the change, then showed it again, and so on, after visible: rare (a
 	// Service's selector or the Service itself gone meanwhile).
 	spans []int
+	vis   int // its place in visLog (from visBase), -1 before
+}
+
+// podSlot is a change's place in the cluster's logs, with a copy of what
+// Node.carried reads: every node's every sync walks the logs, and reading
+// each change through its pointer was most of that walk at 5,000 nodes.
+// refreshSlots keeps the copies the change's.
+type podSlot struct {
+	p       *podState
+	at      time.Duration
+	seq     int64
+	visible int
+	// off: stale, or followed by each node (spans): not carried through
+	// the logs.
+	off bool
+}
+
+func slotOf(p *podState) podSlot {
+	return podSlot{p: p, at: p.at, seq: p.seq, visible: p.visible, off: p.stale || len(p.spans) > 0}
+}
+
+// refreshSlots copies a change's state into its slots in the logs.
+func (c *cluster) refreshSlots(p *podState) {
+	if i := p.seq - 1 - c.podBase; i >= 0 && i < int64(len(c.podLog)) {
+		c.podLog[i] = slotOf(p)
+	}
+	if i := p.vis - c.visBase; p.vis >= 0 && i >= 0 && i < len(c.visLog) {
+		c.visLog[i] = slotOf(p)
+	}
 }
 
 // shows says whether the slices a node has heard up to stream event h
@@ -798,7 +827,9 @@ func (c *cluster) checkVisible(key string) {
 	case p.visible < 0:
 		if shows {
 			p.visible = c.head
-			c.visLog = append(c.visLog, p)
+			p.vis = c.visBase + len(c.visLog)
+			c.visLog = append(c.visLog, slotOf(p))
+			c.refreshSlots(p)
 		}
 	case shows != (len(p.spans)%2 == 0):
 		if len(p.spans) == 0 {
@@ -811,6 +842,7 @@ func (c *cluster) checkVisible(key string) {
 			}
 		}
 		p.spans = append(p.spans, c.head)
+		c.refreshSlots(p)
 	}
 }
 
@@ -836,10 +868,11 @@ func (c *cluster) podWrite(cur, obj any, deleted bool) {
 	c.podSeq++
 	if p := c.latest[key]; p != nil {
 		p.stale = true
+		c.refreshSlots(p)
 	}
-	st := &podState{key: key, seq: c.podSeq, at: c.w.Now(), ready: ready, visible: -1}
+	st := &podState{key: key, seq: c.podSeq, at: c.w.Now(), ready: ready, visible: -1, vis: -1}
 	c.latest[key] = st
-	c.podLog = append(c.podLog, st)
+	c.podLog = append(c.podLog, slotOf(st))
 	c.checkVisible(key)
 	c.trimPods()
 }
@@ -864,7 +897,7 @@ func (c *cluster) trimPods() {
 		c.podLog = slices.Clone(c.podLog[drop:])
 		c.podBase += drop
 	}
-	drop, _ := slices.BinarySearchFunc(c.visLog, heard+1, func(p *podState, v int) int { return p.visible - v })
+	drop, _ := slices.BinarySearchFunc(c.visLog, heard+1, func(p podSlot, v int) int { return p.visible - v })
 	if drop*2 > len(c.visLog) {
 		c.visLog = slices.Clone(c.visLog[drop:])
 		c.visBase += drop
@@ -988,27 +1021,27 @@ func (n *Node) syncStarted(why string) {
 //
 // A change whose slices stopped showing it meanwhile is the node's to
 // follow (irregular): carried when the slices show it at the sync's start.
-func (n *Node) carried() []*podState {
+func (n *Node) carried() []podSlot {
 	c := n.c
 	out := c.carry[:0]
-	for i := max(n.seqDone, c.podBase); i < n.seqRun; i++ {
-		p := c.podLog[i-c.podBase]
-		if !p.stale && len(p.spans) == 0 && p.visible >= 0 && p.visible <= n.heardRun {
+	lo := max(n.seqDone, c.podBase) - c.podBase
+	for _, p := range c.podLog[lo:max(n.seqRun-c.podBase, lo)] {
+		if !p.off && p.visible >= 0 && p.visible <= n.heardRun {
 			out = append(out, p)
 		}
 	}
-	from, _ := slices.BinarySearchFunc(c.visLog, n.heardDone+1, func(p *podState, v int) int { return p.visible - v })
+	from, _ := slices.BinarySearchFunc(c.visLog, n.heardDone+1, func(p podSlot, v int) int { return p.visible - v })
 	for _, p := range c.visLog[from:] {
 		if p.visible > n.heardRun {
 			break
 		}
-		if !p.stale && len(p.spans) == 0 && p.seq <= n.seqDone {
+		if !p.off && p.seq <= n.seqDone {
 			out = append(out, p)
 		}
 	}
 	for _, p := range n.irregular {
 		if n.carries(p) {
-			out = append(out, p)
+			out = append(out, slotOf(p))
 		}
 	}
 	if n.spec.Keep {
@@ -1016,7 +1049,7 @@ func (n *Node) carried() []*podState {
 		// does, each sync's by pod; the cluster's exact set takes them in
 		// any order (its quantiles are the same), so the others skip the
 		// sort of every change they carry.
-		slices.SortFunc(out, func(a, b *podState) int { return strings.Compare(a.key, b.key) })
+		slices.SortFunc(out, func(a, b podSlot) int { return strings.Compare(a.p.key, b.p.key) })
 	}
 	c.carry = out
 	return out
@@ -1065,7 +1098,7 @@ func (n *Node) syncFinished(err error) {
 		n.stats.WorstPod = max(n.stats.WorstPod, d)
 		if n.spec.Keep {
 			n.podVals = append(n.podVals, d)
-			n.podLat[p.key] = d
+			n.podLat[p.p.key] = d
 		}
 	}
 	clear(n.c.carry) // holds no change the logs let go of
