@@ -164,8 +164,12 @@ type cluster struct {
 	triggers []streamTrigger
 	trigBase int
 	taken    []takenTrigger
-	trimAt   int      // the logs' size above which trimPods looks again
-	touched  []string // pods whose view count the event being applied changed
+	// svcKeys are the trigger lists' Services, each ranked in the order
+	// of their names (ranked false: a Service came since ranking).
+	svcKeys map[string]*svcKey
+	ranked  bool
+	trimAt  int      // the logs' size above which trimPods looks again
+	touched []string // pods whose view count the event being applied changed
 	// Every Service's states over the stream, for the light nodes' work
 	// (versions: some node has a LightWork; see lightwork.go).
 	versions               bool
@@ -209,17 +213,56 @@ type streamEvent struct {
 // Service's pending list, or (remove) drops the list.
 type streamTrigger struct {
 	at      int // its stream position
-	svcKey  string
+	svc     *svcKey
 	trigger time.Time
 	remove  bool
 }
 
-// takenTrigger is one trigger time a sync took, with its place in the
-// stream (the order kube-proxy's list keeps).
+// svcKey is a Service's name in a trigger list ("namespace/name") and its
+// rank among the names: a sync observes its lists by name, and thousands
+// of nodes sort what they took.
+type svcKey struct {
+	name string
+	rank int
+}
+
+// takenTrigger is one trigger time a sync took, with its Service's rank
+// and its place in the stream (the order kube-proxy's list keeps).
 type takenTrigger struct {
-	svcKey  string
-	trigger time.Time
+	rank    int
 	at      int
+	svc     *svcKey
+	trigger time.Time
+}
+
+// svcKeyOf is the ranked key for a Service's name.
+func (c *cluster) svcKeyOf(name string) *svcKey {
+	k := c.svcKeys[name]
+	if k == nil {
+		if c.svcKeys == nil {
+			c.svcKeys = map[string]*svcKey{}
+		}
+		k = &svcKey{name: name}
+		c.svcKeys[name] = k
+		c.ranked = false
+	}
+	return k
+}
+
+// rank ranks the keys by name once a Service came since.
+func (c *cluster) rank() {
+	if c.ranked {
+		return
+	}
+	keys := make([]*svcKey, 0, len(c.svcKeys))
+	for _, k := range c.svcKeys {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b *svcKey) int { return strings.Compare(a.name, b.name) })
+	for i, k := range keys {
+		k.rank = i
+	}
+	c.ranked = true
 }
 
 type podState struct {
@@ -666,7 +709,7 @@ func (c *cluster) heard(ev informerEvent, listing bool) {
 	se.largeEps = c.largeEps
 	c.stream = append(c.stream, se)
 	if se.svcKey != "" && (se.remove || !se.trigger.IsZero()) {
-		c.triggers = append(c.triggers, streamTrigger{at: c.head - 1, svcKey: se.svcKey, trigger: se.trigger, remove: se.remove})
+		c.triggers = append(c.triggers, streamTrigger{at: c.head - 1, svc: c.svcKeyOf(se.svcKey), trigger: se.trigger, remove: se.remove})
 	}
 	c.viewChanged()
 	idx := c.head - 1
@@ -1076,7 +1119,7 @@ func (n *Node) syncFinished(err error) {
 		for _, tt := range n.takenTriggers() {
 			v := nowT.Sub(tt.trigger)
 			if n.spec.Keep {
-				n.samples = append(n.samples, ProgrammingSample{At: now, Service: tt.svcKey, Value: v})
+				n.samples = append(n.samples, ProgrammingSample{At: now, Service: tt.svc.name, Value: v})
 			}
 			if n.spec.SLI != nil {
 				n.spec.SLI.Observe(now, v.Seconds())
@@ -1114,21 +1157,22 @@ func (n *Node) syncFinished(err error) {
 func (n *Node) takenTriggers() []takenTrigger {
 	c := n.c
 	out := c.taken[:0]
-	var removed []string // rare: a Service's slice removed meanwhile
+	var removed []*svcKey // rare: a Service's slice removed meanwhile
 	evs := c.triggers[c.triggerAt(n.takenFrom):c.triggerAt(n.takenTo)]
+	c.rank()
 	for i := len(evs) - 1; i >= 0; i-- {
 		t := &evs[i]
 		switch {
 		case t.remove:
-			removed = append(removed, t.svcKey)
-		case !t.trigger.After(n.start) || slices.Contains(removed, t.svcKey):
+			removed = append(removed, t.svc)
+		case !t.trigger.After(n.start) || slices.Contains(removed, t.svc):
 		default:
-			out = append(out, takenTrigger{svcKey: t.svcKey, trigger: t.trigger, at: t.at})
+			out = append(out, takenTrigger{rank: t.svc.rank, at: t.at, svc: t.svc, trigger: t.trigger})
 		}
 	}
 	slices.SortFunc(out, func(a, b takenTrigger) int {
-		if c := strings.Compare(a.svcKey, b.svcKey); c != 0 {
-			return c
+		if a.rank != b.rank {
+			return a.rank - b.rank
 		}
 		return a.at - b.at
 	})
