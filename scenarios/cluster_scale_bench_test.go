@@ -2,6 +2,7 @@ package scenarios_test
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -71,7 +72,9 @@ func benchEnv(name string, def int) int {
 // many times faster than real time the replay ran (x-realtime, load
 // included; x-cputime, in the process's CPU time), the SLI, and the
 // process's peak RSS so far (peak-rss-MiB: run one mode per process, as
-// `make cluster-5000` does, to have each mode's own).
+// `make cluster-5000` does, to have each mode's own). With
+// PROXYSIM_BENCH_HEAPPROFILE set it writes the live heap's profile there
+// at the replay's end.
 func BenchmarkClusterHour(b *testing.B) {
 	nodes := benchEnv("PROXYSIM_BENCH_NODES", 100)
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
@@ -123,12 +126,27 @@ func replayHour(b *testing.B, src []byte, length time.Duration) {
 	c := res.Cluster
 	b.ReportMetric(float64(c.SLI.Samples), "samples")
 	b.ReportMetric(c.SLI.Perc99, "sli-p99-s")
+	b.ReportMetric(c.SLI.True99, "exact-p99-s")
+	b.ReportMetric(float64(c.PodChanges), "pod-changes")
+	b.ReportMetric(c.Pod99.Seconds(), "pod-p99-s")
+	b.ReportMetric(float64(nodeFigures(c)), "node-figures-fnv")
 	var cpuh float64
 	for _, n := range c.Nodes {
 		cpuh += n.CPUPerHour
 	}
 	b.ReportMetric(cpuh/float64(len(c.Nodes)), "node-cpu-s/h")
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
+}
+
+// nodeFigures is a 32-bit FNV-1a hash of every node's figures (syncs,
+// failed syncs, busy time, samples, worst sample and pod latency): two
+// runs giving the same hash gave the same per-node figures.
+func nodeFigures(c *replay.ClusterResult) uint32 {
+	h := fnv.New32a()
+	for _, n := range c.Nodes {
+		fmt.Fprintf(h, "%s %d %d %d %d %d %d\n", n.Name, n.Syncs, n.FailedSyncs, n.Busy, n.Samples, n.Worst, n.WorstPod)
+	}
+	return h.Sum32()
 }
 
 // BenchmarkClusterNodeMemory measures the live heap of a light node: the

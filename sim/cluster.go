@@ -158,6 +158,11 @@ type cluster struct {
 	visLog  []podSlot
 	visBase int
 	carry   []podSlot // Node.carried's list, reused: one node at a time
+	// carryAt is Node.carriedAt's list for the bounds carryKey (if
+	// carryMemo).
+	carryAt   []atCount
+	carryKey  carryKey
+	carryMemo bool
 	// triggers are the stream's events that add or drop trigger times
 	// (kube-proxy's checkoutTriggerTimes lists), from stream position
 	// trigBase on, in order; taken is Node.takenTriggers' list, reused.
@@ -1135,18 +1140,64 @@ func (n *Node) syncFinished(err error) {
 		return // what it carried, the next sync carries
 	}
 	// A change made stale meanwhile is not carried: the later one is.
-	for _, p := range n.carried() {
-		d := now - p.at
-		n.c.podLat.AddDuration(d)
-		n.stats.WorstPod = max(n.stats.WorstPod, d)
-		if n.spec.Keep {
+	if n.spec.Keep {
+		for _, p := range n.carried() {
+			d := now - p.at
+			n.c.podLat.AddDuration(d)
+			n.stats.WorstPod = max(n.stats.WorstPod, d)
 			n.podVals = append(n.podVals, d)
 			n.podLat[p.p.key] = d
 		}
+		clear(n.c.carry) // holds no change the logs let go of
+	} else {
+		for _, r := range n.carriedAt() {
+			d := now - r.at
+			n.c.podLat.AddDurationN(d, r.count)
+			n.stats.WorstPod = max(n.stats.WorstPod, d)
+		}
 	}
-	clear(n.c.carry) // holds no change the logs let go of
 	n.dropIrregular()
 	n.seqDone, n.heardDone = n.seqRun, n.heardRun
+}
+
+// carryKey is what Node.carried's answer depends on: the node's four
+// bounds, and the logs' state, which changes only with a pod change
+// (podSeq) or an event heard (head).
+type carryKey struct {
+	seqDone, seqRun, podSeq int64
+	heardDone, heardRun     int
+	head                    int
+}
+
+// atCount is how many changes made at one instant a sync carried.
+type atCount struct {
+	at    time.Duration
+	count int64
+}
+
+// carriedAt is what carried lists, as counts of changes made at the same
+// instant in turn. A node without irregular changes whose bounds are
+// another's at the same state of the logs carries what that one did:
+// every node's first sync after the pods came (150,000 on 5,000 nodes)
+// is worked out once.
+func (n *Node) carriedAt() []atCount {
+	c := n.c
+	key := carryKey{seqDone: n.seqDone, seqRun: n.seqRun, podSeq: c.podSeq, heardDone: n.heardDone, heardRun: n.heardRun, head: c.head}
+	if len(n.irregular) == 0 && c.carryMemo && c.carryKey == key {
+		return c.carryAt
+	}
+	out := c.carryAt[:0]
+	for _, p := range n.carried() {
+		if k := len(out) - 1; k >= 0 && out[k].at == p.at {
+			out[k].count++
+			continue
+		}
+		out = append(out, atCount{at: p.at, count: 1})
+	}
+	clear(c.carry) // holds no change the logs let go of
+	c.carryAt = out
+	c.carryKey, c.carryMemo = key, len(n.irregular) == 0
+	return out
 }
 
 // takenTriggers lists the trigger times the sync under way took, by

@@ -138,6 +138,24 @@ func (e *Exact) add(k uint64) {
 	e.n++
 }
 
+// addN adds k count times, as as many calls of add would.
+func (e *Exact) addN(k uint64, count int64) {
+	if count <= 0 {
+		return
+	}
+	e.add(k)
+	if count--; count == 0 {
+		return
+	}
+	if i := len(e.runs) - 1; i >= 0 && !e.runsSorted && e.runs[i].key == k {
+		e.runs[i].count += count
+	} else {
+		e.runs = append(e.runs, run{k, count})
+		e.runsSorted = false
+	}
+	e.n += count
+}
+
 // Len is how many values it holds.
 func (e *Exact) Len() int64 { return e.n }
 
@@ -309,6 +327,9 @@ func (e *Exact) AtMostSeconds(v float64) int64 {
 // AddDuration adds a duration (not to be mixed with AddSeconds in one
 // Exact).
 func (e *Exact) AddDuration(d time.Duration) { e.add(uint64(d) ^ 1<<63) }
+
+// AddDurationN adds a duration count times.
+func (e *Exact) AddDurationN(d time.Duration, count int64) { e.addN(uint64(d)^1<<63, count) }
 
 // Duration is Seconds for values added with AddDuration.
 func (e *Exact) Duration(r int64) time.Duration { return time.Duration(e.rank(r) ^ 1<<63) }

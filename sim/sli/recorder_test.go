@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -279,4 +280,25 @@ func TestExactPackedIsTheSortedOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("from data", back)
+}
+
+// TestAddDurationNIsRepeatedAdds checks that adding a value n times at
+// once leaves the set as n single adds do.
+func TestAddDurationNIsRepeatedAdds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	var once, each Exact
+	for i := range 20000 {
+		d := time.Duration(rng.Int64N(50))
+		n := rng.Int64N(4)
+		if i%1000 == 0 {
+			n = 150000 // a start-up's batch
+		}
+		once.AddDurationN(d, n)
+		for range n {
+			each.AddDuration(d)
+		}
+	}
+	if !reflect.DeepEqual(once.Data(), each.Data()) || once.Len() != each.Len() {
+		t.Errorf("AddDurationN: %d values %v, repeated AddDuration: %d values %v", once.Len(), once.Data().Runs[:3], each.Len(), each.Data().Runs[:3])
+	}
 }
