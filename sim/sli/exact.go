@@ -20,11 +20,12 @@ import (
 // run: a node programs a batch of pod changes made at one instant in one
 // sync, all with the same latency.
 type Exact struct {
-	packed []packedChunk
-	cur    []uint64 // the chunk being filled
-	sorted bool     // cur is sorted
-	n      int64
-	last   uint64
+	packed  []packedChunk
+	cur     []uint64 // the chunk being filled
+	sorted  bool     // cur is sorted
+	scratch []byte   // pack's
+	n       int64
+	last    uint64
 	// runs count the repeats of a value just added, by key; sorted by key
 	// with cumulative counts in runsAtMost when runsSorted.
 	runs       []run
@@ -58,9 +59,11 @@ type packedGroup struct {
 	off   uint32 // where its differences start in data
 }
 
-func pack(keys []uint64) packedChunk {
+// pack packs keys (sorted), encoding in scratch first, so that the
+// chunk's data is allocated once at its size.
+func pack(keys []uint64, scratch []byte) (packedChunk, []byte) {
 	pc := packedChunk{n: len(keys), index: make([]packedGroup, 0, (len(keys)+groupLen-1)/groupLen)}
-	var data []byte
+	data := scratch[:0]
 	for i, k := range keys {
 		if i%groupLen == 0 {
 			pc.index = append(pc.index, packedGroup{first: k, off: uint32(len(data))})
@@ -68,8 +71,8 @@ func pack(keys []uint64) packedChunk {
 		}
 		data = binary.AppendUvarint(data, k-keys[i-1])
 	}
-	pc.data = slices.Clip(data)
-	return pc
+	pc.data = slices.Clone(data)
+	return pc, data
 }
 
 // atMost counts the chunk's keys at or below k.
@@ -130,7 +133,9 @@ func (e *Exact) add(k uint64) {
 		if !e.sorted {
 			slices.Sort(e.cur)
 		}
-		e.packed = append(e.packed, pack(e.cur))
+		var pc packedChunk
+		pc, e.scratch = pack(e.cur, e.scratch)
+		e.packed = append(e.packed, pc)
 		e.cur = e.cur[:0]
 	}
 	e.cur = append(e.cur, k)
