@@ -168,7 +168,7 @@ type cluster struct {
 	// trigBase on, in order; taken is Node.takenTriggers' list, reused.
 	triggers []streamTrigger
 	trigBase int
-	taken    []takenTrigger
+	taken    []uint64
 	// svcKeys are the trigger lists' Services, each ranked in the order
 	// of their names (ranked false: a Service came since ranking).
 	svcKeys map[string]*svcKey
@@ -229,15 +229,6 @@ type streamTrigger struct {
 type svcKey struct {
 	name string
 	rank int
-}
-
-// takenTrigger is one trigger time a sync took, with its Service's rank
-// and its place in the stream (the order kube-proxy's list keeps).
-type takenTrigger struct {
-	rank    int
-	at      int
-	svc     *svcKey
-	trigger time.Time
 }
 
 // svcKeyOf is the ranked key for a Service's name.
@@ -1121,7 +1112,9 @@ func (n *Node) syncFinished(err error) {
 	}
 	if err == nil && n.takenTo > n.takenFrom {
 		nowT := n.c.w.Clock.Now()
-		for _, tt := range n.takenTriggers() {
+		evs, order := n.takenTriggers()
+		for _, k := range order {
+			tt := &evs[uint32(k)]
 			v := nowT.Sub(tt.trigger)
 			if n.spec.Keep {
 				n.samples = append(n.samples, ProgrammingSample{At: now, Service: tt.svc.name, Value: v})
@@ -1186,15 +1179,36 @@ func (n *Node) carriedAt() []atCount {
 	if len(n.irregular) == 0 && c.carryMemo && c.carryKey == key {
 		return c.carryAt
 	}
+	// carried's walk, counting rather than listing.
 	out := c.carryAt[:0]
-	for _, p := range n.carried() {
-		if k := len(out) - 1; k >= 0 && out[k].at == p.at {
+	add := func(at time.Duration) {
+		if k := len(out) - 1; k >= 0 && out[k].at == at {
 			out[k].count++
-			continue
+			return
 		}
-		out = append(out, atCount{at: p.at, count: 1})
+		out = append(out, atCount{at: at, count: 1})
 	}
-	clear(c.carry) // holds no change the logs let go of
+	lo := max(n.seqDone, c.podBase) - c.podBase
+	for i := range c.podLog[lo:max(n.seqRun-c.podBase, lo)] {
+		if p := &c.podLog[lo+int64(i)]; !p.off && p.visible >= 0 && p.visible <= n.heardRun {
+			add(p.at)
+		}
+	}
+	from, _ := slices.BinarySearchFunc(c.visLog, n.heardDone+1, func(p podSlot, v int) int { return p.visible - v })
+	for i := from; i < len(c.visLog); i++ {
+		p := &c.visLog[i]
+		if p.visible > n.heardRun {
+			break
+		}
+		if !p.off && p.seq <= n.seqDone {
+			add(p.at)
+		}
+	}
+	for _, p := range n.irregular {
+		if n.carries(p) {
+			add(p.at)
+		}
+	}
 	c.carryAt = out
 	c.carryKey, c.carryMemo = key, len(n.irregular) == 0
 	return out
@@ -1204,8 +1218,10 @@ func (n *Node) carriedAt() []atCount {
 // Service and then in the order heard, as the world's proxy observes
 // them: of the events heard since the sync before started, those after
 // the proxy's start, less any before a removal of their Service's slice.
-// The list is the cluster's, valid until the next call.
-func (n *Node) takenTriggers() []takenTrigger {
+// It gives the events of the sync's window and the order to read the
+// taken ones in: each a Service's rank above the event's index (the
+// order list is the cluster's, valid until the next call).
+func (n *Node) takenTriggers() ([]streamTrigger, []uint64) {
 	c := n.c
 	out := c.taken[:0]
 	var removed []*svcKey // rare: a Service's slice removed meanwhile
@@ -1218,17 +1234,12 @@ func (n *Node) takenTriggers() []takenTrigger {
 			removed = append(removed, t.svc)
 		case !t.trigger.After(n.start) || slices.Contains(removed, t.svc):
 		default:
-			out = append(out, takenTrigger{rank: t.svc.rank, at: t.at, svc: t.svc, trigger: t.trigger})
+			out = append(out, uint64(t.svc.rank)<<32|uint64(i))
 		}
 	}
-	slices.SortFunc(out, func(a, b takenTrigger) int {
-		if a.rank != b.rank {
-			return a.rank - b.rank
-		}
-		return a.at - b.at
-	})
+	slices.Sort(out)
 	c.taken = out
-	return out
+	return evs, out
 }
 
 // carries says whether the sync under way carries an irregular change

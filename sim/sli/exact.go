@@ -24,6 +24,7 @@ type Exact struct {
 	cur     []uint64 // the chunk being filled
 	sorted  bool     // cur is sorted
 	scratch []byte   // pack's
+	radix   []uint64 // radixSort's
 	n       int64
 	last    uint64
 	// runs count the repeats of a value just added, by key; sorted by key
@@ -73,6 +74,44 @@ func pack(keys []uint64, scratch []byte) (packedChunk, []byte) {
 	}
 	pc.data = slices.Clone(data)
 	return pc, data
+}
+
+// radixSort sorts keys a byte at a time from the lowest (a full chunk:
+// several times faster than a comparison sort), skipping the bytes every
+// key shares, with tmp as the other buffer; it returns tmp to reuse.
+func radixSort(keys, tmp []uint64) []uint64 {
+	if len(keys) < 2 {
+		return tmp
+	}
+	if cap(tmp) < len(keys) {
+		tmp = make([]uint64, len(keys))
+	}
+	tmp = tmp[:len(keys)]
+	src, dst := keys, tmp
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for _, k := range src {
+			count[byte(k>>shift)]++
+		}
+		if count[byte(src[0]>>shift)] == len(src) {
+			continue // every key has this byte
+		}
+		pos := 0
+		for b, c := range count {
+			count[b] = pos
+			pos += c
+		}
+		for _, k := range src {
+			b := byte(k >> shift)
+			dst[count[b]] = k
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+	return tmp
 }
 
 // atMost counts the chunk's keys at or below k.
@@ -131,7 +170,7 @@ func (e *Exact) add(k uint64) {
 	if len(e.cur) == chunkLen {
 		// Full: sorted and packed, its slice filled again.
 		if !e.sorted {
-			slices.Sort(e.cur)
+			e.radix = radixSort(e.cur, e.radix)
 		}
 		var pc packedChunk
 		pc, e.scratch = pack(e.cur, e.scratch)
