@@ -98,10 +98,7 @@ func BenchmarkClusterHour(b *testing.B) {
 // per node-hour and the peak RSS so far.
 func replayHour(b *testing.B, src []byte, length time.Duration) {
 	start, cpu0 := time.Now(), cpuTime()
-	s, err := scenarios.Parse("load.yaml", src, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := parseLoad(b, src)
 	opts := replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40}
 	if path := os.Getenv("PROXYSIM_BENCH_HEAPPROFILE"); path != "" {
 		// The live heap at the end of the replay, the world still held.
@@ -136,6 +133,35 @@ func replayHour(b *testing.B, src []byte, length time.Duration) {
 	}
 	b.ReportMetric(cpuh/float64(len(c.Nodes)), "node-cpu-s/h")
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
+}
+
+// stepsPerPart bounds the timeline steps parseLoad parses as one
+// document: the scenario decoder's bound of 200,000 YAML nodes a document
+// (scenarios/decode.go maxNodes) holds about 22,000 of loadScenario's
+// steps, and an hour at 20 changes/s has 72,000.
+const stepsPerPart = 15000
+
+// parseLoad parses loadScenario's text, in parts of at most stepsPerPart
+// steps when longer (the header, then a part of the timeline's lines,
+// one step a line), their timelines joined in order.
+func parseLoad(b *testing.B, src []byte) *scenarios.Scenario {
+	text := string(src)
+	cut := strings.Index(text, "\ntimeline:\n") + len("\ntimeline:\n")
+	header, steps := text[:cut], strings.SplitAfter(strings.TrimSuffix(text[cut:], "\n"), "\n")
+	var s *scenarios.Scenario
+	for from := 0; from < len(steps); from += stepsPerPart {
+		part := header + strings.Join(steps[from:min(from+stepsPerPart, len(steps))], "")
+		ps, err := scenarios.Parse("load.yaml", []byte(part), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s == nil {
+			s = ps
+			continue
+		}
+		s.Timeline = append(s.Timeline, ps.Timeline...)
+	}
+	return s
 }
 
 // nodeFigures is a 32-bit FNV-1a hash of every node's figures (syncs,
