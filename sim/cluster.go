@@ -198,8 +198,10 @@ type cluster struct {
 type streamEvent struct {
 	ev  informerEvent
 	svc types.NamespacedName // a Service's
-	// prev and cur are a Service event's two states as ServicePorts.
+	// prev and cur are a Service event's two states as ServicePorts;
+	// same says the object did not change (an informer's resync).
 	prev, cur proxy.ServicePortMap
+	same      bool
 	// A slice event: whether it changes what a proxy has pending, its
 	// Service ("namespace/name"; "" when it has no trigger bookkeeping),
 	// and its trigger time.
@@ -781,7 +783,7 @@ func (c *cluster) apply(ev informerEvent) streamEvent {
 		case "update":
 			se.prev, se.cur = proxy.ServicePorts(old.(*v1.Service), family), proxy.ServicePorts(o, family)
 			if same {
-				se.prev = se.cur
+				se.prev, se.same = se.cur, true
 			}
 			c.ref.OnServiceUpdate(old.(*v1.Service), o)
 		case "delete":
@@ -958,6 +960,16 @@ func (n *Node) hear(idx int) {
 		return
 	}
 	if se.ev.kind.name == "Service" {
+		if se.same {
+			// The tracker's Update with a state equal to the one it last
+			// heard for the Service changes nothing it holds: only whether
+			// anything is pending asks for a sync (every Service, at every
+			// resync, on every node).
+			if n.services.Pending() > 0 {
+				n.runner.Run()
+			}
+			return
+		}
 		if n.services.UpdatePorts(se.svc, se.prev, se.cur) {
 			n.runner.Run()
 		}
