@@ -2,9 +2,11 @@ package scenarios_test
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,7 +72,9 @@ func benchEnv(name string, def int) int {
 // many times faster than real time the replay ran (x-realtime, load
 // included; x-cputime, in the process's CPU time), the SLI, and the
 // process's peak RSS so far (peak-rss-MiB: run one mode per process, as
-// `make cluster-5000` does, to have each mode's own).
+// `make cluster-5000` does, to have each mode's own). With
+// PROXYSIM_BENCH_HEAPPROFILE set it writes the live heap's profile there
+// at the replay's end.
 func BenchmarkClusterHour(b *testing.B) {
 	nodes := benchEnv("PROXYSIM_BENCH_NODES", 100)
 	services := benchEnv("PROXYSIM_BENCH_CLUSTER_SERVICES", 1000)
@@ -94,11 +98,19 @@ func BenchmarkClusterHour(b *testing.B) {
 // per node-hour and the peak RSS so far.
 func replayHour(b *testing.B, src []byte, length time.Duration) {
 	start, cpu0 := time.Now(), cpuTime()
-	s, err := scenarios.Parse("load.yaml", src, nil)
-	if err != nil {
-		b.Fatal(err)
+	s := parseLoad(b, src)
+	opts := replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40}
+	if path := os.Getenv("PROXYSIM_BENCH_HEAPPROFILE"); path != "" {
+		// The live heap at the end of the replay, the world still held.
+		written := false
+		opts.Progress = func(at time.Duration) {
+			if at >= length && !written {
+				written = true
+				writeHeapProfile(b, path)
+			}
+		}
 	}
-	res, err := replay.Replay(s, replay.Options{TraceKeep: 256, MaxEvents: 1 << 40, MaxMemory: 1 << 40})
+	res, err := replay.Replay(s, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,12 +123,56 @@ func replayHour(b *testing.B, src []byte, length time.Duration) {
 	c := res.Cluster
 	b.ReportMetric(float64(c.SLI.Samples), "samples")
 	b.ReportMetric(c.SLI.Perc99, "sli-p99-s")
+	b.ReportMetric(c.SLI.True99, "exact-p99-s")
+	b.ReportMetric(float64(c.PodChanges), "pod-changes")
+	b.ReportMetric(c.Pod99.Seconds(), "pod-p99-s")
+	b.ReportMetric(float64(nodeFigures(c)), "node-figures-fnv")
 	var cpuh float64
 	for _, n := range c.Nodes {
 		cpuh += n.CPUPerHour
 	}
 	b.ReportMetric(cpuh/float64(len(c.Nodes)), "node-cpu-s/h")
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
+}
+
+// stepsPerPart bounds the timeline steps parseLoad parses as one
+// document: the scenario decoder's bound of 200,000 YAML nodes a document
+// (scenarios/decode.go maxNodes) holds about 22,000 of loadScenario's
+// steps, and an hour at 20 changes/s has 72,000.
+const stepsPerPart = 15000
+
+// parseLoad parses loadScenario's text, in parts of at most stepsPerPart
+// steps when longer (the header, then a part of the timeline's lines,
+// one step a line), their timelines joined in order.
+func parseLoad(b *testing.B, src []byte) *scenarios.Scenario {
+	text := string(src)
+	cut := strings.Index(text, "\ntimeline:\n") + len("\ntimeline:\n")
+	header, steps := text[:cut], strings.SplitAfter(strings.TrimSuffix(text[cut:], "\n"), "\n")
+	var s *scenarios.Scenario
+	for from := 0; from < len(steps); from += stepsPerPart {
+		part := header + strings.Join(steps[from:min(from+stepsPerPart, len(steps))], "")
+		ps, err := scenarios.Parse("load.yaml", []byte(part), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s == nil {
+			s = ps
+			continue
+		}
+		s.Timeline = append(s.Timeline, ps.Timeline...)
+	}
+	return s
+}
+
+// nodeFigures is a 32-bit FNV-1a hash of every node's figures (syncs,
+// failed syncs, busy time, samples, worst sample and pod latency): two
+// runs giving the same hash gave the same per-node figures.
+func nodeFigures(c *replay.ClusterResult) uint32 {
+	h := fnv.New32a()
+	for _, n := range c.Nodes {
+		fmt.Fprintf(h, "%s %d %d %d %d %d %d\n", n.Name, n.Syncs, n.FailedSyncs, n.Busy, n.Samples, n.Worst, n.WorstPod)
+	}
+	return h.Sum32()
 }
 
 // BenchmarkClusterNodeMemory measures the live heap of a light node: the
@@ -161,6 +217,19 @@ func lightNodeBytes(b *testing.B, nodes int, length time.Duration, src func(n in
 	one := heap(2)
 	many := heap(nodes)
 	b.ReportMetric(float64(int64(many)-int64(one))/float64(nodes-2), "bytes/node")
+}
+
+// writeHeapProfile writes the live heap's profile to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // peakRSS is the largest resident set this process has had, in bytes.

@@ -59,6 +59,9 @@ type RuleCache struct {
 }
 
 // parse is ParseRule through the cache.
+// builtinPolicy are a built-in chain's policies as constants.
+var builtinPolicy = map[string]string{"ACCEPT": "ACCEPT", "DROP": "DROP"}
+
 func (c *RuleCache) parse(text string) (*Rule, error) {
 	if c == nil {
 		return ParseRule(text)
@@ -167,7 +170,7 @@ func ApplyCached(rs Ruleset, payload string, cache *RuleCache) (Ruleset, error) 
 				if policy != "ACCEPT" && policy != "DROP" {
 					return nil, fail("bad policy %q for built-in chain %s", policy, name)
 				}
-				own(c).Policy = policy
+				own(c).Policy = builtinPolicy[policy] // not the payload's text: it would pin the payload
 				continue
 			}
 			if policy != "-" {
@@ -175,6 +178,14 @@ func ApplyCached(rs Ruleset, payload string, cache *RuleCache) (Ruleset, error) 
 			}
 			if _, std := standardTargets[name]; std {
 				return nil, fail("chain name %s is a target", name)
+			}
+			// The chain's name, not the payload's text: a name kept would
+			// pin its payload for as long as the chain lives (an hour of a
+			// large cluster's partial syncs pinned hundreds of them).
+			if c != nil {
+				name = c.Name
+			} else {
+				name = strings.Clone(name)
 			}
 			nc := &Chain{Name: name, Policy: "-"}
 			if c != nil {

@@ -24,11 +24,7 @@ type ExactData struct {
 // Data is the set's values, to rebuild it elsewhere (ExactFromData).
 func (e *Exact) Data() ExactData {
 	var d ExactData
-	for _, c := range e.chunks {
-		for _, k := range c {
-			d.Keys = binary.LittleEndian.AppendUint64(d.Keys, k)
-		}
-	}
+	e.each(func(k uint64) { d.Keys = binary.LittleEndian.AppendUint64(d.Keys, k) })
 	for _, r := range e.runs {
 		d.Runs = append(d.Runs, [2]uint64{r.key, uint64(r.count)})
 	}

@@ -1,28 +1,33 @@
 package sli
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 	"time"
 )
 
-// Exact holds values to take exact quantiles of, 8 bytes each: a
-// 5,000-node hour makes hundreds of millions of observations, nearly all
-// distinct (each node's syncs end at their own instants), so counting them
-// by value costs more than keeping them. Values are kept as keys that sort
-// as the values do, in chunks sorted when asked, and an order statistic is
-// found by searching the key space with counts from every chunk.
+// Exact holds values to take exact quantiles of: a 5,000-node hour makes
+// hundreds of millions of observations, nearly all distinct (each node's
+// syncs end at their own instants), so counting them by value costs more
+// than keeping them. Values are kept as keys that sort as the values do:
+// the latest chunkLen in a plain slice, the full chunks before them
+// sorted and packed (each key as its difference from the one before, a
+// few bytes rather than 8); an order statistic is found by searching the
+// key space with counts from every chunk.
 //
-// A value equal to the one added just before it is only counted, in a
-// run: a node programs a batch of pod changes made at one instant in one
-// sync, all with the same latency.
+// A value added many times at once is only counted, in a run: a node
+// programs a batch of pod changes made at one instant in one sync, all
+// with the same latency (150,000 on every node starting up).
 type Exact struct {
-	chunks [][]uint64
-	sorted int // chunks[:sorted] are sorted
-	n      int64
-	last   uint64
-	// runs count the repeats of a value just added, by key; sorted by key
-	// with cumulative counts in runsAtMost when runsSorted.
+	packed  []packedChunk
+	cur     []uint64 // the chunk being filled
+	sorted  bool     // cur is sorted
+	scratch []byte   // pack's
+	radix   []uint64 // radixSort's
+	n       int64
+	// runs count a value added many times at once (addN), by key; sorted
+	// by key with cumulative counts in runsAtMost when runsSorted.
 	runs       []run
 	runsAtMost []int64
 	runsSorted bool
@@ -33,60 +38,186 @@ type run struct {
 	count int64
 }
 
-const chunkLen = 1 << 20
+const (
+	chunkLen = 1 << 20
+	// groupLen keys share a start in a packed chunk's index: a count
+	// decodes at most that many differences.
+	groupLen = 128
+)
+
+// packedChunk is chunkLen keys, sorted: each group of groupLen starts
+// with the key in the index, the others follow in data as uvarint
+// differences from the key before.
+type packedChunk struct {
+	data  []byte
+	index []packedGroup
+	n     int
+}
+
+type packedGroup struct {
+	first uint64
+	off   uint32 // where its differences start in data
+}
+
+// pack packs keys (sorted), encoding in scratch first, so that the
+// chunk's data is allocated once at its size.
+func pack(keys []uint64, scratch []byte) (packedChunk, []byte) {
+	pc := packedChunk{n: len(keys), index: make([]packedGroup, 0, (len(keys)+groupLen-1)/groupLen)}
+	data := scratch[:0]
+	for i, k := range keys {
+		if i%groupLen == 0 {
+			pc.index = append(pc.index, packedGroup{first: k, off: uint32(len(data))})
+			continue
+		}
+		data = binary.AppendUvarint(data, k-keys[i-1])
+	}
+	pc.data = slices.Clone(data)
+	return pc, data
+}
+
+// radixSort sorts keys a byte at a time from the lowest (a full chunk:
+// several times faster than a comparison sort), skipping the bytes every
+// key shares, with tmp as the other buffer; it returns tmp to reuse.
+func radixSort(keys, tmp []uint64) []uint64 {
+	if len(keys) < 2 {
+		return tmp
+	}
+	if cap(tmp) < len(keys) {
+		tmp = make([]uint64, len(keys))
+	}
+	tmp = tmp[:len(keys)]
+	src, dst := keys, tmp
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for _, k := range src {
+			count[byte(k>>shift)]++
+		}
+		if count[byte(src[0]>>shift)] == len(src) {
+			continue // every key has this byte
+		}
+		pos := 0
+		for b, c := range count {
+			count[b] = pos
+			pos += c
+		}
+		for _, k := range src {
+			b := byte(k >> shift)
+			dst[count[b]] = k
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+	return tmp
+}
+
+// atMost counts the chunk's keys at or below k.
+func (pc *packedChunk) atMost(k uint64) int64 {
+	g, _ := slices.BinarySearchFunc(pc.index, k, func(e packedGroup, k uint64) int {
+		if e.first <= k {
+			return -1 // the groups starting at or below k come first
+		}
+		return 1
+	})
+	if g == 0 {
+		return 0
+	}
+	g--
+	n := g*groupLen + 1
+	end := min(pc.n, n+groupLen-1)
+	v, off := pc.index[g].first, int(pc.index[g].off)
+	for ; n < end; n++ {
+		d, w := binary.Uvarint(pc.data[off:])
+		if v += d; v > k {
+			break
+		}
+		off += w
+	}
+	return int64(n)
+}
+
+// each hands f every key of the chunk, in order.
+func (pc *packedChunk) each(f func(uint64)) {
+	off := 0
+	for g, e := range pc.index {
+		v := e.first
+		f(v)
+		for range min(groupLen, pc.n-g*groupLen) - 1 {
+			d, w := binary.Uvarint(pc.data[off:])
+			v += d
+			off += w
+			f(v)
+		}
+	}
+}
 
 func (e *Exact) add(k uint64) {
-	if e.n > 0 && k == e.last {
-		if i := len(e.runs) - 1; i >= 0 && !e.runsSorted && e.runs[i].key == k {
-			e.runs[i].count++
-		} else {
-			e.runs = append(e.runs, run{k, 1})
-			e.runsSorted = false
+	if len(e.cur) == chunkLen {
+		// Full: sorted and packed, its slice filled again.
+		if !e.sorted {
+			e.radix = radixSort(e.cur, e.radix)
 		}
-		e.n++
+		var pc packedChunk
+		pc, e.scratch = pack(e.cur, e.scratch)
+		e.packed = append(e.packed, pc)
+		e.cur = e.cur[:0]
+	}
+	e.cur = append(e.cur, k)
+	e.sorted = false
+	e.n++
+}
+
+// runMin is the fewest repeats of a value addN counts in a run (16
+// bytes) rather than adding each (a byte or so once packed).
+const runMin = 64
+
+// addN adds k count times.
+func (e *Exact) addN(k uint64, count int64) {
+	if count < runMin {
+		for range count {
+			e.add(k)
+		}
 		return
 	}
-	e.last = k
-	e.runsSorted = false
-	if len(e.chunks) == 0 || len(e.chunks[len(e.chunks)-1]) == chunkLen {
-		if len(e.chunks) > 0 {
-			// Full: sort it now, as it will be.
-			last := e.chunks[len(e.chunks)-1]
-			if e.sorted < len(e.chunks) {
-				slices.Sort(last)
-				e.sorted = len(e.chunks)
-			}
-		}
-		e.chunks = append(e.chunks, nil)
+	if i := len(e.runs) - 1; i >= 0 && !e.runsSorted && e.runs[i].key == k {
+		e.runs[i].count += count
+	} else {
+		e.runs = append(e.runs, run{k, count})
+		e.runsSorted = false
 	}
-	i := len(e.chunks) - 1
-	e.chunks[i] = append(e.chunks[i], k)
-	e.sorted = min(e.sorted, i)
-	e.n++
+	e.n += count
 }
 
 // Len is how many values it holds.
 func (e *Exact) Len() int64 { return e.n }
 
+// each hands f every key held apart from the runs' repeats.
+func (e *Exact) each(f func(uint64)) {
+	for i := range e.packed {
+		e.packed[i].each(f)
+	}
+	for _, k := range e.cur {
+		f(k)
+	}
+}
+
 // Merge adds o's values.
 func (e *Exact) Merge(o *Exact) {
-	for _, c := range o.chunks {
-		for _, k := range c {
-			e.add(k)
-		}
-	}
+	o.each(e.add)
 	for _, r := range o.runs {
-		for range r.count {
-			e.add(r.key) // each is its own run's repeat here too
-		}
+		e.runs = append(e.runs, r)
+		e.n += r.count
+		e.runsSorted = false
 	}
 }
 
 func (e *Exact) sortAll() {
-	for i := e.sorted; i < len(e.chunks); i++ {
-		slices.Sort(e.chunks[i])
+	if !e.sorted {
+		slices.Sort(e.cur)
+		e.sorted = true
 	}
-	e.sorted = len(e.chunks)
 	if !e.runsSorted {
 		slices.SortFunc(e.runs, func(a, b run) int {
 			switch {
@@ -120,14 +251,15 @@ func (e *Exact) sortAll() {
 // atMost counts the keys at or below k (sorted first).
 func (e *Exact) atMost(k uint64) int64 {
 	var n int64
-	for _, c := range e.chunks {
-		i, found := slices.BinarySearch(c, k)
-		for found && i < len(c) && c[i] == k {
-			i++
-		}
-		n += int64(i)
+	for i := range e.packed {
+		n += e.packed[i].atMost(k)
 	}
-	i, found := slices.BinarySearchFunc(e.runs, k, func(r run, k uint64) int {
+	i, found := slices.BinarySearch(e.cur, k)
+	for found && i < len(e.cur) && e.cur[i] == k {
+		i++
+	}
+	n += int64(i)
+	i, found = slices.BinarySearchFunc(e.runs, k, func(r run, k uint64) int {
 		switch {
 		case r.key < k:
 			return -1
@@ -229,6 +361,9 @@ func (e *Exact) AtMostSeconds(v float64) int64 {
 // AddDuration adds a duration (not to be mixed with AddSeconds in one
 // Exact).
 func (e *Exact) AddDuration(d time.Duration) { e.add(uint64(d) ^ 1<<63) }
+
+// AddDurationN adds a duration count times.
+func (e *Exact) AddDurationN(d time.Duration, count int64) { e.addN(uint64(d)^1<<63, count) }
 
 // Duration is Seconds for values added with AddDuration.
 func (e *Exact) Duration(r int64) time.Duration { return time.Duration(e.rank(r) ^ 1<<63) }

@@ -215,3 +215,97 @@ func TestExactIsTheSortedOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestExactPackedIsTheSortedOrder checks the packed chunks against a sort:
+// over two full chunks and part of a third, differences of every size
+// (repeats, a byte, up to the whole key space), at many ranks and bounds,
+// and through Merge and Data.
+func TestExactPackedIsTheSortedOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var e Exact
+	var all []time.Duration
+	for i := range 2*chunkLen + 12345 {
+		var d time.Duration
+		switch i % 5 {
+		case 0:
+			d = time.Duration(rng.Int64N(1000)) // dense: repeats and one-byte differences
+		case 1:
+			d = time.Duration(rng.Int64()) // the whole positive range
+		case 2:
+			d = -time.Duration(rng.Int64N(1 << 40))
+		default:
+			d = time.Duration(rng.Int64N(int64(20 * time.Second)))
+		}
+		e.AddDuration(d)
+		all = append(all, d)
+		if i%3 == 0 {
+			e.AddDuration(d) // a repeat right after: a run
+			all = append(all, d)
+		}
+	}
+	slices.Sort(all)
+	n := int64(len(all))
+	if e.Len() != n {
+		t.Fatalf("Len %d, want %d", e.Len(), n)
+	}
+	check := func(name string, x *Exact) {
+		t.Helper()
+		for r := int64(1); r <= n; r += 104729 {
+			if got := x.Duration(r); got != all[r-1] {
+				t.Errorf("%s: rank %d: %v, want %v", name, r, got, all[r-1])
+			}
+		}
+		for _, r := range []int64{1, 2, 127, 128, 129, chunkLen, chunkLen + 1, n - 1, n} {
+			if got := x.Duration(r); got != all[r-1] {
+				t.Errorf("%s: rank %d: %v, want %v", name, r, got, all[r-1])
+			}
+		}
+		for _, ub := range []time.Duration{-1 << 41, -1, 0, 500, 999, time.Second, 1 << 50, 1<<63 - 1} {
+			want, _ := slices.BinarySearch(all, ub+1)
+			if ub == 1<<63-1 {
+				want = len(all)
+			}
+			if got := (exactSet{x}).atMost(uint64(ub) ^ 1<<63); got != int64(want) {
+				t.Errorf("%s: at most %v: %d, want %d", name, ub, got, want)
+			}
+		}
+	}
+	check("added", &e)
+	var m Exact
+	m.Merge(&e)
+	check("merged", &m)
+	back, err := ExactFromData(e.Data())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("from data", back)
+}
+
+// TestAddDurationNIsRepeatedAdds checks that adding a value n times at
+// once gives the quantiles n single adds do, a large n as a run.
+func TestAddDurationNIsRepeatedAdds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	var once, each Exact
+	for i := range 20000 {
+		d := time.Duration(rng.Int64N(50))
+		n := rng.Int64N(4)
+		if i%1000 == 0 {
+			n = 150000 // a start-up's batch
+		}
+		once.AddDurationN(d, n)
+		for range n {
+			each.AddDuration(d)
+		}
+	}
+	if once.Len() != each.Len() {
+		t.Fatalf("AddDurationN: %d values, repeated AddDuration: %d", once.Len(), each.Len())
+	}
+	if len(once.Data().Runs) == 0 {
+		t.Error("AddDurationN kept no run for a batch of 150,000")
+	}
+	for r := int64(1); r <= once.Len(); r += 997 {
+		if a, b := once.Duration(r), each.Duration(r); a != b {
+			t.Errorf("rank %d: AddDurationN %v, repeated AddDuration %v", r, a, b)
+		}
+	}
+}
