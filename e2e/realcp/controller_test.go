@@ -357,7 +357,7 @@ func createInitial(ctx context.Context, cp *controlPlane, tr *transcript.Transcr
 					return fmt.Errorf("create Pod %s/%s: %w", o.Namespace, o.Name, err)
 				}
 			default:
-				if err := apply(ctx, cp.client, "add", o, time.Now()); err != nil {
+				if err := createBefore(ctx, cp.client, o); err != nil {
 					return fmt.Errorf("create %s: %w", kind, err)
 				}
 			}
